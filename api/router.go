@@ -1,0 +1,63 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"inventory/auth"
+	"inventory/graphiql"
+	"inventory/resolvers"
+)
+
+// Readiness reports why the server should not take traffic, or "" when ready.
+type Readiness func(ctx context.Context) (string, error)
+
+// Config is everything the router needs; main fills it.
+type Config struct {
+	Resolver      *resolvers.Resolver
+	Authenticator *auth.Authenticator
+	Ready         Readiness
+	Logger        *slog.Logger
+	GraphQL       GraphQLConfig
+	// MaxBodyBytes bounds a JSON request body.
+	MaxBodyBytes int64
+}
+
+// NewRouter returns the server's whole HTTP surface.
+func NewRouter(cfg Config) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, middleware.RealIP, middleware.Recoverer)
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	r.Get("/readyz", readyz(cfg.Ready))
+	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
+	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
+
+	gql := newGraphQLHandler(cfg.Resolver, cfg.GraphQL, cfg.Logger)
+	r.Group(func(r chi.Router) {
+		r.Use(cfg.Authenticator.Middleware)
+		r.With(limitBody(cfg.MaxBodyBytes)).Handle("/graphql", gql)
+	})
+	return r
+}
+
+func readyz(ready Readiness) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		reason, err := ready(ctx)
+		if err != nil {
+			reason = "database unreachable"
+		}
+		if reason != "" {
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}

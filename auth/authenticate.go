@@ -1,0 +1,72 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"inventory/domain"
+)
+
+// KeyLookup finds a live API key by the hash of its secret. store.Store is one.
+type KeyLookup interface {
+	APIKeyGetBySecretHash(ctx context.Context, secretHash []byte) (*domain.APIKey, error)
+}
+
+// Authenticator resolves bearer tokens to actors.
+type Authenticator struct {
+	Keys     KeyLookup
+	Checkout *CheckoutTokens
+}
+
+// Authenticate resolves an Authorization header value ("Bearer <token>") to an
+// actor. An empty header is anonymous. A token that is not accepted is also
+// anonymous, with TokenProblem saying why, so reading the catalog keeps working
+// with a stale token while anything that needs the token says what is wrong.
+// Only an infrastructure failure (database down) is an error.
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain.Actor, error) {
+	if header == "" {
+		return domain.Anonymous, nil
+	}
+	token, ok := strings.CutPrefix(header, "Bearer ")
+	token = strings.TrimSpace(token)
+	if !ok || token == "" {
+		return rejected("the Authorization header must be \"Bearer <token>\""), nil
+	}
+	if isAPISecret(token) {
+		key, err := a.Keys.APIKeyGetBySecretHash(ctx, HashAPISecret(token))
+		if err != nil {
+			return domain.Actor{}, fmt.Errorf("auth: look up key: %w", err)
+		}
+		if key == nil {
+			return rejected("unknown or revoked API key"), nil
+		}
+		return domain.Actor{Role: key.Role, Name: key.Name}, nil
+	}
+	checkoutID, err := a.Checkout.Verify(token)
+	if err != nil {
+		return rejected(err.Error()), nil
+	}
+	return domain.Actor{Role: domain.RoleCheckout, Name: "checkout:" + checkoutID, CheckoutID: checkoutID}, nil
+}
+
+func rejected(problem string) domain.Actor {
+	a := domain.Anonymous
+	a.TokenProblem = problem
+	return a
+}
+
+// Middleware records the request's actor in its context. It never rejects a
+// request itself: the GraphQL layer answers with a GraphQL error, so clients see
+// one error shape. When the key store cannot be reached it answers 503.
+func (a *Authenticator) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor, err := a.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			http.Error(w, "authentication unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(domain.WithActor(r.Context(), actor)))
+	})
+}

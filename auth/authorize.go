@@ -1,0 +1,68 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+
+	"inventory/domain"
+)
+
+// Action is something a caller may ask to do.
+type Action string
+
+// Actions, one per kind of capability in API.md.
+const (
+	ReadCatalog        Action = "read the catalog and availability"
+	ManageCatalog      Action = "manage locations and SKUs"
+	ManageStock        Action = "change stock"
+	IssueCheckoutToken Action = "issue checkout tokens"
+	ActOnCheckout      Action = "act on a checkout's reservations and orders"
+	ReadStockEvents    Action = "read stock events"
+	OperateInventory   Action = "read inventory health and reconciliation"
+	ReadAnyReservation Action = "read any reservation"
+)
+
+// policy lists the roles allowed each action. ActOnCheckout is additionally
+// scoped: a checkout token may act only on its own checkoutId.
+var policy = map[Action][]domain.Role{
+	ReadCatalog:        {domain.RoleAnonymous, domain.RoleCheckout, domain.RoleService, domain.RoleAdmin},
+	ManageCatalog:      {domain.RoleAdmin},
+	ManageStock:        {domain.RoleAdmin},
+	IssueCheckoutToken: {domain.RoleService, domain.RoleAdmin},
+	ActOnCheckout:      {domain.RoleCheckout, domain.RoleService, domain.RoleAdmin},
+	ReadAnyReservation: {domain.RoleService, domain.RoleAdmin},
+	ReadStockEvents:    {domain.RoleAdmin},
+	OperateInventory:   {domain.RoleAdmin},
+}
+
+// Authorize returns nil when the context's actor may perform action, else an
+// error wrapping domain.ErrUnauthenticated (no usable token) or
+// domain.ErrForbidden (known caller, not allowed).
+func Authorize(ctx context.Context, action Action) error {
+	return authorize(domain.ActorFrom(ctx), action, "")
+}
+
+// AuthorizeCheckout is Authorize for actions on one checkout's data: a checkout
+// token passes only for its own checkoutID.
+func AuthorizeCheckout(ctx context.Context, action Action, checkoutID string) error {
+	return authorize(domain.ActorFrom(ctx), action, checkoutID)
+}
+
+func authorize(a domain.Actor, action Action, checkoutID string) error {
+	allowed := false
+	for _, r := range policy[action] {
+		allowed = allowed || r == a.Role
+	}
+	switch {
+	case !allowed && a.Role == domain.RoleAnonymous:
+		if a.TokenProblem != "" {
+			return fmt.Errorf("%w: %s", domain.ErrUnauthenticated, a.TokenProblem)
+		}
+		return fmt.Errorf("%w: %s needs a token", domain.ErrUnauthenticated, action)
+	case !allowed:
+		return fmt.Errorf("%w: %s may not %s", domain.ErrForbidden, a.Name, action)
+	case a.Role == domain.RoleCheckout && checkoutID != a.CheckoutID:
+		return fmt.Errorf("%w: this checkout token is bound to another checkout", domain.ErrForbidden)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"inventory/domain"
+)
+
+// MinSecretLength is the shortest INVENTORY_TOKEN_SECRET accepted: HS256 wants
+// at least as many key bytes as its output.
+const MinSecretLength = 32
+
+const (
+	tokenIssuer   = "inventory"
+	tokenAudience = "checkout"
+)
+
+// CheckoutTokens issues and verifies checkout tokens: HS256 JWTs bound to one
+// checkoutId, short-lived, and verifiable by every instance that shares the
+// secret without a database round trip.
+type CheckoutTokens struct {
+	secret []byte
+	now    func() time.Time
+}
+
+// NewCheckoutTokens returns an issuer/verifier for secret.
+func NewCheckoutTokens(secret []byte) (*CheckoutTokens, error) {
+	if len(secret) < MinSecretLength {
+		return nil, fmt.Errorf("auth: token secret must be at least %d bytes, got %d", MinSecretLength, len(secret))
+	}
+	return &CheckoutTokens{secret: secret, now: time.Now}, nil
+}
+
+type checkoutClaims struct {
+	jwt.RegisteredClaims
+	CheckoutID string `json:"cid"`
+}
+
+// Issue mints a token for checkoutID valid for ttlSeconds (default
+// domain.DefaultCheckoutTTL when nil).
+func (c *CheckoutTokens) Issue(checkoutID string, ttlSeconds *int) (string, time.Time, error) {
+	if err := domain.CheckIdentifier([]string{"checkoutId"}, checkoutID); err != nil {
+		return "", time.Time{}, err
+	}
+	ttl := domain.DefaultCheckoutTTL
+	if ttlSeconds != nil {
+		ttl = *ttlSeconds
+	}
+	if ttl < 1 || ttl > domain.MaxCheckoutTokenTTL {
+		return "", time.Time{}, domain.InvalidInput([]string{"ttlSeconds"}, "ttlSeconds must be between 1 and %d", domain.MaxCheckoutTokenTTL)
+	}
+	now := c.now()
+	expires := now.Add(time.Duration(ttl) * time.Second).Truncate(time.Second)
+	claims := checkoutClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    tokenIssuer,
+			Audience:  jwt.ClaimStrings{tokenAudience},
+			Subject:   checkoutID,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(expires),
+		},
+		CheckoutID: checkoutID,
+	}
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(c.secret)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("auth: sign checkout token: %w", err)
+	}
+	return token, expires, nil
+}
+
+// Verify returns the checkoutId a valid token is bound to.
+func (c *CheckoutTokens) Verify(token string) (string, error) {
+	var claims checkoutClaims
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return c.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer(tokenIssuer), jwt.WithAudience(tokenAudience),
+		jwt.WithExpirationRequired(), jwt.WithTimeFunc(c.now))
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "", errors.New("checkout token expired")
+	case err != nil:
+		return "", errors.New("checkout token invalid")
+	case claims.CheckoutID == "" || claims.CheckoutID != claims.Subject:
+		return "", errors.New("checkout token names no checkout")
+	}
+	return claims.CheckoutID, nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"inventory/auth"
+)
+
+// config is the server's whole configuration, read from the environment.
+// README.md lists every variable with its default.
+type config struct {
+	DatabaseURL       string        // DATABASE_URL (required)
+	ListenAddr        string        // LISTEN_ADDR
+	TokenSecret       []byte        // INVENTORY_TOKEN_SECRET (required to serve; >= 32 bytes)
+	DBMaxConns        int32         // INVENTORY_DB_MAX_CONNS
+	MaxBodyBytes      int64         // INVENTORY_MAX_BODY_BYTES
+	MaxUploadBytes    int64         // INVENTORY_MAX_UPLOAD_BYTES
+	MaxComplexity     int           // INVENTORY_MAX_COMPLEXITY
+	ShutdownTimeout   time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
+	MigrateOnStart    bool          // INVENTORY_MIGRATE_ON_START
+	ReconcileInterval time.Duration // INVENTORY_RECONCILE_INTERVAL
+	JobWorkers        int           // INVENTORY_JOB_WORKERS
+	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
+}
+
+// loadConfig reads the configuration through getenv (os.Getenv in main, a map in
+// tests) and reports every invalid variable at once.
+func loadConfig(getenv func(string) string) (config, error) {
+	var errs []error
+	str := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	num := func(name string, def int64) int64 {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive integer, got %q", name, v))
+		}
+		return n
+	}
+	dur := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 30s, got %q", name, v))
+		}
+		return d
+	}
+	cfg := config{
+		DatabaseURL:       getenv("DATABASE_URL"),
+		ListenAddr:        str("LISTEN_ADDR", ":8080"),
+		TokenSecret:       []byte(getenv("INVENTORY_TOKEN_SECRET")),
+		DBMaxConns:        int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
+		MaxBodyBytes:      num("INVENTORY_MAX_BODY_BYTES", 1<<20),
+		MaxUploadBytes:    num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
+		MaxComplexity:     int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
+		ShutdownTimeout:   dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
+		MigrateOnStart:    str("INVENTORY_MIGRATE_ON_START", "true") == "true",
+		ReconcileInterval: dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
+		JobWorkers:        int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
+		LogLevel:          str("INVENTORY_LOG_LEVEL", "info"),
+	}
+	if cfg.DatabaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// requireTokenSecret is checked by the commands that verify or issue tokens.
+func (c config) requireTokenSecret() error {
+	if len(c.TokenSecret) < auth.MinSecretLength {
+		return fmt.Errorf("INVENTORY_TOKEN_SECRET must be set to at least %d bytes (e.g. openssl rand -hex 32)", auth.MinSecretLength)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package domain
+
+import "time"
+
+// StockKind says how a SKU is counted. The values are the GraphQL enum names.
+type StockKind string
+
+const (
+	// KindQuantity is a plain count per location (headphones in Amsterdam: 12).
+	KindQuantity StockKind = "QUANTITY"
+	// KindCodes is unit stock where each unit is a unique secret sold once.
+	KindCodes StockKind = "CODES"
+)
+
+// Valid reports whether k is a known kind.
+func (k StockKind) Valid() bool { return k == KindQuantity || k == KindCodes }
+
+// Location is a place stock is held. Reserving a line without a location takes
+// stock from locations in ascending Priority (then code) order.
+type Location struct {
+	Code     string
+	Name     string
+	Priority int
+}
+
+// SKU is a sellable item, with its balances when read through SKUByCode.
+type SKU struct {
+	Code     string
+	Name     string
+	Kind     StockKind
+	Balances []Balance
+}
+
+// Balance is the stock of one SKU at one location. Available is derived, never
+// stored: the database enforces 0 <= reserved <= on_hand.
+type Balance struct {
+	SKU           string
+	Location      string
+	OnHand        int
+	Reserved      int
+	PendingSupply int
+	Preordered    int
+	UpdatedAt     time.Time
+}
+
+// Available is what a new reservation could take now.
+func (b Balance) Available() int { return b.OnHand - b.Reserved }
+
+// PreorderAvailable is what could still be sold against expected supply.
+func (b Balance) PreorderAvailable() int { return max(b.PendingSupply-b.Preordered, 0) }
+
+// Availability sums a SKU's balances over the requested locations.
+type Availability struct {
+	SKU       string
+	Locations []Balance
+}
+
+// OnHand sums on-hand stock over the locations.
+func (a Availability) OnHand() int { return a.sum(func(b Balance) int { return b.OnHand }) }
+
+// Reserved sums held stock over the locations.
+func (a Availability) Reserved() int { return a.sum(func(b Balance) int { return b.Reserved }) }
+
+// Available sums what can be reserved now over the locations.
+func (a Availability) Available() int { return a.sum(Balance.Available) }
+
+// PreorderAvailable sums what can be pre-ordered over the locations.
+func (a Availability) PreorderAvailable() int { return a.sum(Balance.PreorderAvailable) }
+
+func (a Availability) sum(f func(Balance) int) int {
+	total := 0
+	for _, b := range a.Locations {
+		total += f(b)
+	}
+	return total
+}

@@ -1,0 +1,131 @@
+package domain
+
+// CreateLocationInput creates a location.
+type CreateLocationInput struct {
+	Code     string
+	Name     string
+	Priority int
+}
+
+// Validate checks the input before anything is written.
+func (in CreateLocationInput) Validate() error {
+	if err := CheckIdentifier([]string{"input", "code"}, in.Code); err != nil {
+		return err
+	}
+	if err := CheckText([]string{"input", "name"}, in.Name, MaxNameLength); err != nil {
+		return err
+	}
+	if in.Priority < -MaxPriority || in.Priority > MaxPriority {
+		return InvalidInput([]string{"input", "priority"}, "priority must be between %d and %d", -MaxPriority, MaxPriority)
+	}
+	return nil
+}
+
+// CreateSKUInput creates a SKU.
+type CreateSKUInput struct {
+	Code string
+	Name string
+	Kind StockKind
+}
+
+// Validate checks the input before anything is written.
+func (in CreateSKUInput) Validate() error {
+	if err := CheckIdentifier([]string{"input", "code"}, in.Code); err != nil {
+		return err
+	}
+	if err := CheckText([]string{"input", "name"}, in.Name, MaxNameLength); err != nil {
+		return err
+	}
+	if !in.Kind.Valid() {
+		return InvalidInput([]string{"input", "kind"}, "kind must be QUANTITY or CODES")
+	}
+	return nil
+}
+
+// ReceiveStockInput adds delivered stock to a balance.
+type ReceiveStockInput struct {
+	SKU       string
+	Location  string
+	Quantity  int
+	Reference string
+}
+
+// Validate checks the input before anything is written.
+func (in ReceiveStockInput) Validate() error {
+	if err := checkSKUAndLocation(in.SKU, in.Location); err != nil {
+		return err
+	}
+	if err := CheckQuantity([]string{"input", "quantity"}, in.Quantity); err != nil {
+		return err
+	}
+	return CheckText([]string{"input", "reference"}, in.Reference, MaxReferenceLength)
+}
+
+// AdjustStockInput corrects on-hand stock by Delta. ExpectedOnHand, when set,
+// makes the change a compare-and-swap against a count the caller saw.
+type AdjustStockInput struct {
+	SKU            string
+	Location       string
+	Delta          int
+	Reason         string
+	Reference      string
+	ExpectedOnHand *int
+}
+
+// Validate checks the input before anything is written.
+func (in AdjustStockInput) Validate() error {
+	if err := checkSKUAndLocation(in.SKU, in.Location); err != nil {
+		return err
+	}
+	if in.Delta == 0 {
+		return InvalidInput([]string{"input", "delta"}, "delta must not be zero")
+	}
+	if in.Delta < -MaxQuantity || in.Delta > MaxQuantity {
+		return InvalidInput([]string{"input", "delta"}, "delta must be between %d and %d", -MaxQuantity, MaxQuantity)
+	}
+	if err := CheckText([]string{"input", "reason"}, in.Reason, MaxReasonLength); err != nil {
+		return err
+	}
+	if err := CheckText([]string{"input", "reference"}, in.Reference, MaxReferenceLength); err != nil {
+		return err
+	}
+	if in.ExpectedOnHand != nil && (*in.ExpectedOnHand < 0 || *in.ExpectedOnHand > maxStoredQuantity) {
+		return InvalidInput([]string{"input", "expectedOnHand"}, "expectedOnHand must not be negative")
+	}
+	return nil
+}
+
+func checkSKUAndLocation(sku, location string) error {
+	if err := CheckIdentifier([]string{"input", "sku"}, sku); err != nil {
+		return err
+	}
+	return CheckIdentifier([]string{"input", "location"}, location)
+}
+
+// AvailabilityQuery asks for the availability of SKUs, optionally limited to
+// some locations.
+type AvailabilityQuery struct {
+	SKUs      []string
+	Locations []string // nil: all locations
+}
+
+// Validate enforces the documented limits.
+func (q AvailabilityQuery) Validate() error {
+	if len(q.SKUs) > MaxAvailabilitySKUs {
+		return Limitf("availability accepts at most %d SKUs per query, got %d", MaxAvailabilitySKUs, len(q.SKUs))
+	}
+	if len(q.Locations) > MaxAvailabilityFilter {
+		return Limitf("availability accepts at most %d locations per query, got %d", MaxAvailabilityFilter, len(q.Locations))
+	}
+	for i, s := range q.SKUs {
+		if err := CheckIdentifier([]string{"skus"}, s); err != nil {
+			return Limitf("skus[%d]: %s", i, err.(*Error).Message)
+		}
+	}
+	for i, l := range q.Locations {
+		if err := CheckIdentifier([]string{"locations"}, l); err != nil {
+			return Limitf("locations[%d]: %s", i, err.(*Error).Message)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+// Package resolvers holds the hand-written GraphQL resolvers. Each one checks
+// authorization, maps its input, makes one call into the domain and maps the
+// result; business refusals become payload userErrors, everything else is
+// returned for the error presenter.
+package resolvers
+
+import (
+	"time"
+
+	"inventory/domain"
+	"inventory/graph/model"
+)
+
+// TokenIssuer mints checkout tokens. auth.CheckoutTokens is one.
+type TokenIssuer interface {
+	Issue(checkoutID string, ttlSeconds *int) (string, time.Time, error)
+}
+
+// Resolver is the root resolver; main wires its fields.
+type Resolver struct {
+	Catalog    domain.Catalog
+	Stock      domain.Stock
+	Reconciler domain.Reconciler
+	Tokens     TokenIssuer
+}
+
+// outcome splits a domain call's result for a mutation payload: on success the
+// value and no userErrors; on a business refusal a nil value (so the payload
+// field is null) and the refusal as userErrors; any other error is returned for
+// the error presenter.
+func outcome[T any](v T, err error) (*T, []model.UserError, error) {
+	if err == nil {
+		return &v, []model.UserError{}, nil
+	}
+	e, ok := domain.AsError(err)
+	if !ok {
+		return nil, nil, err
+	}
+	ue := model.UserError{Code: e.Code, Message: e.Message, Field: e.Field, Line: e.Line, Available: e.Available}
+	if e.SKU != "" {
+		ue.Sku = &e.SKU
+	}
+	return nil, []model.UserError{ue}, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# test.sh is "make test": the same PostgreSQL bootstrap as make run, then every
+# test with the race detector against the real database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATABASE_URL=$(scripts/pgup.sh)
+export DATABASE_URL
+# Databases left by an interrupted earlier run (tests drop their own).
+psql "$DATABASE_URL" -Atqc "SELECT 'DROP DATABASE IF EXISTS ' || quote_ident(datname) || ' WITH (FORCE);' FROM pg_database WHERE datname LIKE 'inventory\_test\_%'" \
+  | psql "$DATABASE_URL" -q >/dev/null
+exec go test -race -count=1 -timeout 30m "${@:-./...}"

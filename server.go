@@ -1,0 +1,218 @@
+// Command inventory is the inventory reservation server and its CLI:
+//
+//	inventory [serve]                          run the GraphQL server
+//	inventory migrate                          apply database migrations
+//	inventory token create --role R --name N   create an admin/service key (secret on the last line)
+//	inventory token revoke NAME                revoke a key
+//	inventory reconcile                        report stock invariants that do not hold
+//	inventory demo                             load the demo catalog into an empty database
+//
+// Configuration comes from the environment; see config.go and README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"inventory/api"
+	"inventory/auth"
+	"inventory/jobs"
+	"inventory/migrations"
+	"inventory/resolvers"
+	"inventory/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "inventory:", err)
+		os.Exit(1)
+	}
+}
+
+// run executes one CLI command; main and the tests call it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, cfg.LogLevel)
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		srv, err := startServer(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "serving on %s (GraphiQL at /, API at /graphql)\n", srv.URL)
+		return srv.Wait()
+	case "migrate":
+		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return migrations.Up(ctx, pool, logger) })
+	case "token":
+		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return tokenCommand(ctx, store.New(pool), args, stdout) })
+	case "reconcile":
+		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return reconcileCommand(ctx, store.New(pool), stdout) })
+	case "demo":
+		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return demoCommand(ctx, store.New(pool), stdout) })
+	default:
+		return fmt.Errorf("unknown command %q; commands: serve, migrate, token create|revoke, reconcile, demo", cmd)
+	}
+}
+
+// server is a running instance: HTTP listener, River client and pool.
+type server struct {
+	URL    string
+	done   chan error
+	logger *slog.Logger
+}
+
+// startServer wires the whole application, starts serving on cfg.ListenAddr
+// (":0" picks a free port; URL says which) and shuts down gracefully when ctx
+// ends: stop accepting, finish in-flight requests, stop River, close the pool.
+func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server, error) {
+	if err := cfg.requireTokenSecret(); err != nil {
+		return nil, err
+	}
+	tokens, err := auth.NewCheckoutTokens(cfg.TokenSecret)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pool.Close()
+		}
+	}()
+	if cfg.MigrateOnStart {
+		if err := migrations.Up(ctx, pool, logger); err != nil {
+			return nil, err
+		}
+	}
+	st := store.New(pool)
+	riverClient, err := jobs.NewClient(pool, jobs.Config{
+		Reconciler: st, Logger: logger, ReconcileInterval: cfg.ReconcileInterval, MaxWorkers: cfg.JobWorkers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	router := api.NewRouter(api.Config{
+		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Tokens: tokens},
+		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
+		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
+		Logger:        logger,
+		GraphQL:       api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes, KeepAlive: 10 * time.Second},
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+	})
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	// River runs on its own context so that shutdown can stop it after HTTP
+	// has drained, not at the same moment as the signal.
+	if err := riverClient.Start(context.WithoutCancel(ctx)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("start river: %w", err)
+	}
+	ok = true
+	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpServer.Serve(ln) }()
+	go func() {
+		var err error
+		select {
+		case <-ctx.Done():
+		case err = <-serveErr:
+		}
+		logger.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		err = errors.Join(err, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
+		pool.Close()
+		s.done <- err
+	}()
+	logger.Info("serving", "url", s.URL)
+	return s, nil
+}
+
+// Wait blocks until the server has shut down and returns why, nil after a
+// clean shutdown.
+func (s *server) Wait() error { return <-s.done }
+
+func stopRiver(ctx context.Context, c *river.Client[pgx.Tx]) error {
+	if err := c.Stop(ctx); err != nil {
+		return fmt.Errorf("stop river: %w", err)
+	}
+	return nil
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ready reports why this instance should not take traffic: the database does
+// not answer, or it is not migrated to what this binary expects.
+func ready(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	if err := pool.Ping(ctx); err != nil {
+		return "", err
+	}
+	return migrations.Pending(ctx, pool)
+}
+
+func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = cfg.DBMaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(pool)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

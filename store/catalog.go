@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+var _ domain.Catalog = (*Store)(nil)
+
+// LocationCreate creates a location; ALREADY_EXISTS if the code is taken.
+func (s *Store) LocationCreate(ctx context.Context, in domain.CreateLocationInput) (domain.Location, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Location{}, err
+	}
+	var loc domain.Location
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO locations (code, name, priority) VALUES ($1, $2, $3)
+		ON CONFLICT (code) DO NOTHING
+		RETURNING code, name, priority`, in.Code, in.Name, in.Priority).
+		Scan(&loc.Code, &loc.Name, &loc.Priority)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return loc, alreadyExists("location", in.Code)
+	}
+	return loc, wrap("LocationCreate", err)
+}
+
+// LocationList returns every location in sourcing order.
+func (s *Store) LocationList(ctx context.Context) ([]domain.Location, error) {
+	rows, err := s.pool.Query(ctx, `SELECT code, name, priority FROM locations ORDER BY priority, code`)
+	if err != nil {
+		return nil, wrap("LocationList", err)
+	}
+	locs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Location, error) {
+		var l domain.Location
+		return l, r.Scan(&l.Code, &l.Name, &l.Priority)
+	})
+	return locs, wrap("LocationList", err)
+}
+
+// SKUCreate creates a SKU; ALREADY_EXISTS if the code is taken.
+func (s *Store) SKUCreate(ctx context.Context, in domain.CreateSKUInput) (domain.SKU, error) {
+	if err := in.Validate(); err != nil {
+		return domain.SKU{}, err
+	}
+	var sku domain.SKU
+	var kind string
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO skus (code, name, kind) VALUES ($1, $2, $3)
+		ON CONFLICT (code) DO NOTHING
+		RETURNING code, name, kind`, in.Code, in.Name, kindToDB(in.Kind)).
+		Scan(&sku.Code, &sku.Name, &kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sku, alreadyExists("SKU", in.Code)
+	}
+	sku.Kind = kindFromDB(kind)
+	sku.Balances = []domain.Balance{}
+	return sku, wrap("SKUCreate", err)
+}
+
+// SKUGetByCode returns a SKU with its balances in sourcing order, or nil.
+func (s *Store) SKUGetByCode(ctx context.Context, code string) (*domain.SKU, error) {
+	var sku *domain.SKU
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var got domain.SKU
+		var kind string
+		var id int64
+		err := tx.QueryRow(ctx, `SELECT id, code, name, kind FROM skus WHERE code = $1`, code).
+			Scan(&id, &got.Code, &got.Name, &kind)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		got.Kind = kindFromDB(kind)
+		rows, err := tx.Query(ctx, `
+			SELECT `+balanceColumns+`
+			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+			WHERE b.sku_id = $1
+			ORDER BY l.priority, l.code`, id)
+		if err != nil {
+			return err
+		}
+		got.Balances, err = pgx.CollectRows(rows, scanBalance)
+		sku = &got
+		return err
+	})
+	return sku, wrap("SKUGetByCode", err)
+}
+
+func alreadyExists(what, code string) error {
+	return &domain.Error{Code: domain.CodeAlreadyExists, Message: what + " " + strconv.Quote(code) + " already exists", Field: []string{"input", "code"}}
+}
+
+func kindToDB(k domain.StockKind) string { return strings.ToLower(string(k)) }
+
+func kindFromDB(k string) domain.StockKind { return domain.StockKind(strings.ToUpper(k)) }

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+var _ domain.Stock = (*Store)(nil)
+
+// StockReceive adds delivered stock to a QUANTITY SKU's balance. CODES SKUs are
+// stocked by importing codes, so their count always equals their code rows.
+func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (domain.Balance, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Balance{}, err
+	}
+	var out domain.Balance
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		k, err := resolveBalance(ctx, tx, in.SKU, in.Location)
+		if err != nil {
+			return err
+		}
+		if k.kind != domain.KindQuantity {
+			return codesNeedImport(in.SKU)
+		}
+		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
+		return err
+	})
+	return out, wrap("StockReceive", err)
+}
+
+// StockAdjust corrects on-hand stock. The balance row is locked first, so the
+// checks below see the value the update will change: a decrease never takes
+// on_hand below reserved (holds are resolved explicitly, never silently), and
+// ExpectedOnHand is an exact compare-and-swap.
+func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (domain.Balance, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Balance{}, err
+	}
+	var out domain.Balance
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		k, err := resolveBalance(ctx, tx, in.SKU, in.Location)
+		if err != nil {
+			return err
+		}
+		if k.kind != domain.KindQuantity {
+			return codesNeedImport(in.SKU)
+		}
+		var onHand, reserved int
+		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR UPDATE`,
+			k.skuID, k.locationID).Scan(&onHand, &reserved); err != nil {
+			return err
+		}
+		if in.ExpectedOnHand != nil && *in.ExpectedOnHand != onHand {
+			return &domain.Error{Code: domain.CodeStaleQuantity, SKU: in.SKU, Field: []string{"input", "expectedOnHand"},
+				Message: fmt.Sprintf("on hand is %d, not the expected %d; re-read and retry", onHand, *in.ExpectedOnHand)}
+		}
+		if onHand+in.Delta < reserved {
+			removable := onHand - reserved
+			return &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "delta"}, Available: &removable,
+				Message: fmt.Sprintf("on hand %d with %d reserved: at most %d can be removed; release holds first", onHand, reserved, removable)}
+		}
+		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Delta, cause: "adjusted", reason: in.Reason, reference: in.Reference})
+		return err
+	})
+	return out, wrap("StockAdjust", err)
+}
+
+// AvailabilityList reads balances for many SKUs in one statement, answering in
+// request order with nil for unknown SKUs. It reads committed balances only and
+// never counts code rows.
+func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]*domain.Availability, len(q.SKUs))
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		if q.Locations != nil {
+			var unknown []string
+			if err := tx.QueryRow(ctx, `
+				SELECT coalesce(array_agg(c), '{}') FROM unnest($1::text[]) c
+				WHERE NOT EXISTS (SELECT FROM locations WHERE code = c)`, q.Locations).Scan(&unknown); err != nil {
+				return err
+			}
+			if len(unknown) > 0 {
+				return domain.Limitf("unknown location %q", unknown[0])
+			}
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at
+			FROM unnest($1::text[]) WITH ORDINALITY AS r(code, ord)
+			LEFT JOIN skus s ON s.code = r.code
+			LEFT JOIN (balances b JOIN locations l ON l.id = b.location_id
+			           AND ($2::text[] IS NULL OR l.code = ANY($2)))
+			       ON b.sku_id = s.id
+			ORDER BY r.ord, l.priority, l.code`, q.SKUs, q.Locations)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ord int
+			var sku, loc *string
+			var b domain.Balance
+			var onHand, reserved, pending, preordered *int
+			var updatedAt *time.Time
+			if err := rows.Scan(&ord, &sku, &loc, &onHand, &reserved, &pending, &preordered, &updatedAt); err != nil {
+				return err
+			}
+			if sku == nil {
+				continue // unknown SKU: stays nil
+			}
+			a := out[ord-1]
+			if a == nil {
+				a = &domain.Availability{SKU: *sku, Locations: []domain.Balance{}}
+				out[ord-1] = a
+			}
+			if loc != nil {
+				b.SKU, b.Location = *sku, *loc
+				b.OnHand, b.Reserved, b.PendingSupply, b.Preordered, b.UpdatedAt = *onHand, *reserved, *pending, *preordered, *updatedAt
+				a.Locations = append(a.Locations, b)
+			}
+		}
+		return rows.Err()
+	})
+	return out, wrap("AvailabilityList", err)
+}
+
+func codesNeedImport(sku string) error {
+	return &domain.Error{Code: domain.CodeInvalidInput, SKU: sku, Field: []string{"input", "sku"},
+		Message: "SKU " + sku + " is a CODES SKU: its stock changes by importing codes, not by count"}
+}

@@ -1,0 +1,87 @@
+// Package store is the only package that writes SQL. Each exported method is one
+// transaction (or one statement), so a method either happens whole or not at all;
+// callers never see or open transactions.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store implements the domain services on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	// MaxAttempts bounds how often a transaction that lost a deadlock or a
+	// serialization race is run again.
+	maxAttempts int
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, maxAttempts: 5}
+}
+
+// Pool exposes the pool for wiring (River, migrations, health); not for SQL.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// inTx runs fn in one transaction and commits it. A deadlock (40P01) or
+// serialization failure (40001) rolls back and runs fn again, with jittered
+// backoff, at most maxAttempts times: fn must therefore be safe to repeat, which
+// it is because it only talks to the database through tx.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = pgx.BeginFunc(ctx, s.pool, fn)
+		if err == nil || !retryable(err) || attempt >= s.maxAttempts {
+			return err
+		}
+		backoff := time.Duration(attempt*attempt) * time.Millisecond
+		backoff += rand.N(backoff + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// Postgres error codes the store reacts to.
+const (
+	pgDeadlock             = "40P01"
+	pgSerializationFailure = "40001"
+	pgUniqueViolation      = "23505"
+	pgNumericOutOfRange    = "22003"
+	pgCheckViolation       = "23514"
+)
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+func retryable(err error) bool {
+	c := pgCode(err)
+	return c == pgDeadlock || c == pgSerializationFailure
+}
+
+// wrap adds the operation's name to unexpected errors so logs say where they
+// came from; domain errors pass through unchanged for the API to present.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store.%s: %w", op, err)
+}
