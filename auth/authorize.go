@@ -39,16 +39,22 @@ var policy = map[Action][]domain.Role{
 // error wrapping domain.ErrUnauthenticated (no usable token) or
 // domain.ErrForbidden (known caller, not allowed).
 func Authorize(ctx context.Context, action Action) error {
-	return authorize(domain.ActorFrom(ctx), action, "")
+	var checkoutID *string
+	if action == ActOnCheckout {
+		checkoutID = new(string) // names no checkout, so no checkout token passes
+	}
+	return authorize(domain.ActorFrom(ctx), action, checkoutID)
 }
 
 // AuthorizeCheckout is Authorize for actions on one checkout's data: a checkout
 // token passes only for its own checkoutID.
 func AuthorizeCheckout(ctx context.Context, action Action, checkoutID string) error {
-	return authorize(domain.ActorFrom(ctx), action, checkoutID)
+	return authorize(domain.ActorFrom(ctx), action, &checkoutID)
 }
 
-func authorize(a domain.Actor, action Action, checkoutID string) error {
+// authorize checks the role, then, for a checkout token, the checkout: an
+// action on a checkout's data (checkoutID != nil) must name the token's own.
+func authorize(a domain.Actor, action Action, checkoutID *string) error {
 	allowed := false
 	for _, r := range policy[action] {
 		allowed = allowed || r == a.Role
@@ -61,7 +67,7 @@ func authorize(a domain.Actor, action Action, checkoutID string) error {
 		return fmt.Errorf("%w: %s needs a token", domain.ErrUnauthenticated, action)
 	case !allowed:
 		return fmt.Errorf("%w: %s may not %s", domain.ErrForbidden, a.Name, action)
-	case a.Role == domain.RoleCheckout && checkoutID != a.CheckoutID:
+	case a.Role == domain.RoleCheckout && checkoutID != nil && *checkoutID != a.CheckoutID:
 		return fmt.Errorf("%w: this checkout token is bound to another checkout", domain.ErrForbidden)
 	}
 	return nil

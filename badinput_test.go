@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestBadInput sends malformed and out-of-limit requests over HTTP: each gets
+// a clear error and the database is unchanged afterwards.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP-1", 10)
+	snapshot := func() string {
+		var s string
+		if err := ts.db.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM stock_movements)::text || '/' ||
+			(SELECT string_agg(on_hand::text || ':' || reserved::text, ',') FROM balances) || '/' ||
+			(SELECT count(*) FROM skus)::text || '/' || (SELECT count(*) FROM locations)::text`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := snapshot()
+
+	long := strings.Repeat("X", 129)
+	userErrorCases := []struct {
+		name, query string
+		field       string
+	}{
+		{"zero quantity", `mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: 0, reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "quantity"},
+		{"negative quantity", `mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: -5, reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "quantity"},
+		{"huge quantity", `mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: 1000001, reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "quantity"},
+		{"zero delta", `mutation { adjustStock(input: {sku: "HP-1", location: "AMS", delta: 0, reason: "other", reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "delta"},
+		{"129-character SKU code", `mutation { createSku(input: {code: "` + long + `", name: "x", kind: QUANTITY}) { sku { code } userErrors { code message field } } }`, "code"},
+		{"129-character location code", `mutation { createLocation(input: {code: "` + long + `", name: "x"}) { location { code } userErrors { code message field } } }`, "code"},
+		{"129-character SKU in receive", `mutation { receiveStock(input: {sku: "` + long + `", location: "AMS", quantity: 1, reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "sku"},
+		{"blank reason", `mutation { adjustStock(input: {sku: "HP-1", location: "AMS", delta: 1, reason: " ", reference: "r"}) { balance { onHand } userErrors { code message field } } }`, "reason"},
+	}
+	for _, c := range userErrorCases {
+		r := ts.gql(ts.admin, c.query, nil)
+		if len(r.Errors) > 0 {
+			t.Errorf("%s: want userErrors, got errors %+v", c.name, r.Errors)
+			continue
+		}
+		var payload map[string]json.RawMessage
+		for _, v := range r.Data {
+			if err := json.Unmarshal(v, &payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ues []struct {
+			Code    string   `json:"code"`
+			Message string   `json:"message"`
+			Field   []string `json:"field"`
+		}
+		if err := json.Unmarshal(payload["userErrors"], &ues); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range payload {
+			if k != "userErrors" && string(v) != "null" {
+				t.Errorf("%s: refused mutation returned %s = %s", c.name, k, v)
+			}
+		}
+		if len(ues) != 1 || ues[0].Code != "INVALID_INPUT" || ues[0].Message == "" || ues[0].Field[len(ues[0].Field)-1] != c.field {
+			t.Errorf("%s: got %+v", c.name, ues)
+		}
+	}
+
+	// 500 SKUs is the limit; 501 is refused as BAD_REQUEST.
+	skus := make([]string, 501)
+	for i := range skus {
+		skus[i] = fmt.Sprintf("S%d", i)
+	}
+	q := `query($s: [String!]!) { availability(skus: $s) { sku } }`
+	if r := ts.gql("", q, map[string]any{"s": skus[:500]}); len(r.Errors) > 0 {
+		t.Fatalf("500 SKUs refused: %+v", r.Errors)
+	}
+	r := ts.gql("", q, map[string]any{"s": skus})
+	if r.errorCode() != "BAD_REQUEST" || !strings.Contains(r.Errors[0].Message, "at most 500") {
+		t.Fatalf("501 SKUs: %+v", r)
+	}
+	r = ts.gql("", `{ availability(skus: ["HP-1"], locations: ["NOWHERE"]) { sku } }`, nil)
+	if r.errorCode() != "BAD_REQUEST" || !strings.Contains(r.Errors[0].Message, "NOWHERE") {
+		t.Fatalf("unknown location filter: %+v", r)
+	}
+	r = ts.gql(ts.admin, `mutation { issueCheckoutToken(checkoutId: "c", ttlSeconds: 0) { token } }`, nil)
+	if r.errorCode() != "BAD_REQUEST" || !strings.Contains(r.Errors[0].Message, "ttlSeconds") {
+		t.Fatalf("ttlSeconds 0: %+v", r)
+	}
+
+	// Malformed documents and transport-level limits.
+	transport := []struct {
+		name, contentType, body string
+		status                  int
+		code                    string
+	}{
+		{"malformed JSON", "application/json", `{"query": "{ locations { code } }"`, 400, "BAD_REQUEST"},
+		{"not GraphQL", "application/json", `{"query": "{ locations { code "}`, 422, "GRAPHQL_PARSE_FAILED"},
+		{"unknown field", "application/json", `{"query": "{ nope }"}`, 422, "GRAPHQL_VALIDATION_FAILED"},
+		{"wrong variable type", "application/json", `{"query": "query($q: Int!) { locations { code } }", "variables": {"q": "x"}}`, 422, "GRAPHQL_VALIDATION_FAILED"},
+		{"enum value", "application/json", `{"query": "mutation { createSku(input: {code: \"Z\", name: \"z\", kind: BOXES}) { sku { code } } }"}`, 422, "GRAPHQL_VALIDATION_FAILED"},
+		{"over-complex query", "application/json", overComplexQuery(), 200, "COMPLEXITY_LIMIT_EXCEEDED"},
+		{"body over the limit", "application/json", `{"query": "{ locations { code } }", "pad": "` + strings.Repeat("x", 1<<20) + `"}`, 413, "BAD_REQUEST"},
+	}
+	for _, c := range transport {
+		r := ts.post("Bearer "+ts.admin, c.contentType, []byte(c.body))
+		if r.Status != c.status || r.errorCode() != c.code || r.Errors[0].Message == "" {
+			t.Errorf("%s: got %d %q %+v, want %d %s", c.name, r.Status, r.errorCode(), r.Errors, c.status, c.code)
+		}
+	}
+
+	if after := snapshot(); after != before {
+		t.Fatalf("bad input changed the database: %s -> %s", before, after)
+	}
+}
+
+// overComplexQuery asks for availability under many aliases, well past the
+// default complexity limit of 1000.
+func overComplexQuery() string {
+	var b strings.Builder
+	b.WriteString("{ ")
+	for i := range 150 {
+		fmt.Fprintf(&b, `a%d: availability(skus: [\"HP-1\"]) { sku available onHand reserved locations { sku location onHand } } `, i)
+	}
+	b.WriteString("}")
+	return `{"query": "` + b.String() + `"}`
+}

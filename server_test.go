@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/pgtest"
+)
+
+// testServer is the real application (startServer's wiring) on a free port of
+// its own database, with an admin and a service key made through the CLI.
+type testServer struct {
+	t        *testing.T
+	url      string
+	env      map[string]string
+	db       *pgxpool.Pool // for checking outcomes in SQL
+	admin    string
+	service  string
+	shutdown func() error
+}
+
+func setup(t *testing.T) *testServer {
+	t.Helper()
+	env := map[string]string{
+		"DATABASE_URL":           pgtest.NewDatabase(t),
+		"LISTEN_ADDR":            "127.0.0.1:0",
+		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32),
+		"INVENTORY_DB_MAX_CONNS": "10",
+		"INVENTORY_LOG_LEVEL":    "warn",
+	}
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := startServer(ctx, cfg, newLogger(testWriter{t}, cfg.LogLevel))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	shutdown := func() error { cancel(); return srv.Wait() }
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			if err := shutdown(); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		}
+	})
+	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	ts := &testServer{t: t, url: srv.URL, env: env, db: db}
+	ts.shutdown = func() error { stopped = true; return shutdown() }
+	ts.admin = ts.cli("token", "create", "--role", "admin", "--name", "test-admin")
+	ts.service = ts.cli("token", "create", "--role", "service", "--name", "test-service")
+	return ts
+}
+
+// cli runs one CLI command against the test database and returns the last
+// line of its output.
+func (ts *testServer) cli(args ...string) string {
+	ts.t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), args, func(k string) string { return ts.env[k] }, &out, testWriter{ts.t}); err != nil {
+		ts.t.Fatalf("inventory %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+// gqlResponse is a GraphQL response with the parts tests look at.
+type gqlResponse struct {
+	Status int
+	Data   map[string]json.RawMessage
+	Errors []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	}
+}
+
+// errorCode is the first error's extensions.code, or "".
+func (r gqlResponse) errorCode() string {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	code, _ := r.Errors[0].Extensions["code"].(string)
+	return code
+}
+
+// gql POSTs one operation with an optional bearer token.
+func (ts *testServer) gql(token, query string, vars map[string]any) gqlResponse {
+	ts.t.Helper()
+	header := ""
+	if token != "" {
+		header = "Bearer " + token
+	}
+	return ts.gqlAuth(header, query, vars)
+}
+
+// gqlAuth POSTs one operation with the Authorization header given verbatim.
+func (ts *testServer) gqlAuth(authorization, query string, vars map[string]any) gqlResponse {
+	ts.t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return ts.post(authorization, "application/json", body)
+}
+
+// post sends a raw body to /graphql.
+func (ts *testServer) post(authorization, contentType string, body []byte) gqlResponse {
+	ts.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, ts.url+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	out := gqlResponse{Status: resp.StatusCode}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		ts.t.Fatalf("response is not JSON (%d): %s", resp.StatusCode, raw)
+	}
+	return out
+}
+
+// mustData fails the test on any GraphQL error and decodes data[field] into v.
+func (ts *testServer) mustData(r gqlResponse, field string, v any) {
+	ts.t.Helper()
+	if len(r.Errors) > 0 {
+		ts.t.Fatalf("unexpected errors: %+v", r.Errors)
+	}
+	if err := json.Unmarshal(r.Data[field], v); err != nil {
+		ts.t.Fatalf("decode %s: %v (%s)", field, err, r.Data[field])
+	}
+}
+
+// count runs a SQL count on the test database.
+func (ts *testServer) count(sql string) int {
+	ts.t.Helper()
+	var n int
+	if err := ts.db.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		ts.t.Fatal(err)
+	}
+	return n
+}
+
+// seed creates a location AMS and a QUANTITY SKU with stock there.
+func (ts *testServer) seed(sku string, onHand int) {
+	ts.t.Helper()
+	var p map[string]any
+	if ts.count("SELECT count(*) FROM locations WHERE code = 'AMS'") == 0 {
+		ts.mustData(ts.gql(ts.admin, `mutation { createLocation(input: {code: "AMS", name: "Amsterdam", priority: 1}) { userErrors { code } } }`, nil), "createLocation", &p)
+	}
+	ts.mustData(ts.gql(ts.admin, `mutation($c: String!) { createSku(input: {code: $c, name: "Thing", kind: QUANTITY}) { userErrors { code } } }`,
+		map[string]any{"c": sku}), "createSku", &p)
+	ts.mustData(ts.gql(ts.admin, `mutation($c: String!, $q: Int!) { receiveStock(input: {sku: $c, location: "AMS", quantity: $q, reference: "PO-1"}) { userErrors { code } } }`,
+		map[string]any{"c": sku, "q": onHand}), "receiveStock", &p)
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// testWriter sends the server's log lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+

@@ -1,0 +1,195 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/domain"
+)
+
+// tb is the part of testing.T and rapid.T the helpers below need, so the
+// property test can share them.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func mustLocation(t tb, b *testBundle, code string, priority int) domain.Location {
+	t.Helper()
+	loc, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: code, Name: "Location " + code, Priority: priority})
+	if err != nil {
+		t.Fatalf("LocationCreate(%q): %v", code, err)
+	}
+	return loc
+}
+
+func mustSKU(t tb, b *testBundle, code string, kind domain.StockKind) domain.SKU {
+	t.Helper()
+	sku, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: code, Name: "SKU " + code, Kind: kind})
+	if err != nil {
+		t.Fatalf("SKUCreate(%q): %v", code, err)
+	}
+	return sku
+}
+
+func mustReceive(t tb, b *testBundle, sku, loc string, qty int) domain.Balance {
+	t.Helper()
+	bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "PO-setup"})
+	if err != nil {
+		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, qty, err)
+	}
+	return bal
+}
+
+// expectCode is requireCode for any tb (rapid.T included).
+func expectCode(t tb, err error, code domain.ErrorCode) *domain.Error {
+	t.Helper()
+	e, ok := domain.AsError(err)
+	if !ok {
+		t.Fatalf("want a %s business error, got %v", code, err)
+	}
+	if e.Code != code {
+		t.Fatalf("want %s, got %s (%s)", code, e.Code, e.Message)
+	}
+	return e
+}
+
+// setReserved stands in for reservations, which do not exist yet: it sets a
+// balance's reserved column to n and writes the matching ledger row (cause
+// 'reserved', actor 'test'), in one transaction, so the ledger still balances.
+func setReserved(t tb, b *testBundle, sku, loc string, n int) {
+	t.Helper()
+	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		var skuID, locID int64
+		var old int
+		if err := tx.QueryRow(b.ctx, `
+			SELECT b.sku_id, b.location_id, b.reserved
+			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+			WHERE s.code = $1 AND l.code = $2 FOR UPDATE OF b`, sku, loc).Scan(&skuID, &locID, &old); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(b.ctx, `UPDATE balances SET reserved = $3 WHERE sku_id = $1 AND location_id = $2`, skuID, locID, n); err != nil {
+			return err
+		}
+		_, err := tx.Exec(b.ctx, `
+			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor)
+			VALUES ($1, $2, $3, 'reserved', 'test')`, skuID, locID, n-old)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setReserved(%s@%s, %d): %v", sku, loc, n, err)
+	}
+}
+
+// dbState fingerprints everything a stock call may change: the number of
+// balance and ledger rows and the full contents of balances.
+type dbState struct {
+	balances, movements int
+	contents            string
+}
+
+func stateOf(t tb, ctx context.Context, pool *pgxpool.Pool) dbState {
+	t.Helper()
+	var s dbState
+	err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM balances), (SELECT count(*) FROM stock_movements),
+		       coalesce((SELECT string_agg(concat_ws(',', sku_id, location_id, on_hand, reserved,
+		                   pending_supply, preordered, updated_at), ';' ORDER BY sku_id, location_id)
+		                 FROM balances), '')`).Scan(&s.balances, &s.movements, &s.contents)
+	if err != nil {
+		t.Fatalf("reading database state: %v", err)
+	}
+	return s
+}
+
+func (b *testBundle) state(t tb) dbState {
+	t.Helper()
+	return stateOf(t, b.ctx, b.pool)
+}
+
+// requireUnchanged fails when the database differs from before.
+func (b *testBundle) requireUnchanged(t tb, before dbState, what string) {
+	t.Helper()
+	if after := b.state(t); after != before {
+		t.Fatalf("%s changed the database: before %d balances / %d movements, after %d / %d (%q -> %q)",
+			what, before.balances, before.movements, after.balances, after.movements, before.contents, after.contents)
+	}
+}
+
+// balanceRow reads one balance straight from SQL; ok is false without a row.
+func balanceRow(t tb, b *testBundle, sku, loc string) (onHand, reserved int, ok bool) {
+	t.Helper()
+	err := b.pool.QueryRow(b.ctx, `
+		SELECT b.on_hand, b.reserved
+		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+		WHERE s.code = $1 AND l.code = $2`, sku, loc).Scan(&onHand, &reserved)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false
+	}
+	if err != nil {
+		t.Fatalf("reading balance %s@%s: %v", sku, loc, err)
+	}
+	return onHand, reserved, true
+}
+
+// movementRow is one stock_movements row as stored.
+type movementRow struct {
+	OnHandDelta, ReservedDelta, PendingSupplyDelta, PreorderedDelta int
+	Cause                                                           string
+	Reason, Reference                                               *string
+	Actor                                                           string
+	ReservationID                                                   *int64
+}
+
+// movementsOf returns a balance's ledger rows in the order they were written.
+func movementsOf(t tb, b *testBundle, sku, loc string) []movementRow {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, `
+		SELECT m.on_hand_delta, m.reserved_delta, m.pending_supply_delta, m.preordered_delta,
+		       m.cause, m.reason, m.reference, m.actor, m.reservation_id
+		FROM stock_movements m JOIN skus s ON s.id = m.sku_id JOIN locations l ON l.id = m.location_id
+		WHERE s.code = $1 AND l.code = $2
+		ORDER BY m.id`, sku, loc)
+	if err != nil {
+		t.Fatalf("reading movements of %s@%s: %v", sku, loc, err)
+	}
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (movementRow, error) {
+		var m movementRow
+		err := r.Scan(&m.OnHandDelta, &m.ReservedDelta, &m.PendingSupplyDelta, &m.PreorderedDelta,
+			&m.Cause, &m.Reason, &m.Reference, &m.Actor, &m.ReservationID)
+		return m, err
+	})
+	if err != nil {
+		t.Fatalf("reading movements of %s@%s: %v", sku, loc, err)
+	}
+	return ms
+}
+
+func strPtr(s string) *string { return &s }
+
+func intPtr(i int) *int { return &i }
+
+func deref(s *string) string {
+	if s == nil {
+		return "<NULL>"
+	}
+	return *s
+}
+
+// requireReconciled fails unless Reconciliation finds nothing.
+func requireReconciled(t tb, b *testBundle) {
+	t.Helper()
+	issues, err := b.store.Reconciliation(b.ctx)
+	if err != nil {
+		t.Fatalf("Reconciliation: %v", err)
+	}
+	if len(issues) != 0 {
+		t.Fatalf("Reconciliation found issues: %+v", issues)
+	}
+}
+
+var _ tb = (*testing.T)(nil)
