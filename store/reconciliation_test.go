@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"testing"
+
+	"inventory/domain"
+)
+
+func TestReconciliation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	// A database with nothing in it is consistent.
+	requireReconciled(t, b)
+
+	// Ordinary traffic keeps it consistent.
+	mustLocation(t, b, "AMS", 1)
+	mustLocation(t, b, "BER", 2)
+	mustSKU(t, b, "HEADPHONES", domain.KindQuantity)
+	mustSKU(t, b, "CABLE", domain.KindQuantity)
+	mustReceive(t, b, "HEADPHONES", "AMS", 10)
+	mustReceive(t, b, "HEADPHONES", "BER", 4)
+	mustReceive(t, b, "CABLE", "AMS", 3)
+	if _, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: -2, Reason: "damaged", Reference: "RMA-1"}); err != nil {
+		t.Fatal(err)
+	}
+	setReserved(t, b, "HEADPHONES", "AMS", 3)
+	requireReconciled(t, b)
+
+	// A change that bypasses the ledger is reported, for that balance only.
+	if _, err := b.pool.Exec(b.ctx, `
+		UPDATE balances SET on_hand = on_hand + 1
+		WHERE sku_id = (SELECT id FROM skus WHERE code = 'HEADPHONES')
+		  AND location_id = (SELECT id FROM locations WHERE code = 'BER')`); err != nil {
+		t.Fatal(err)
+	}
+	issues, err := b.store.Reconciliation(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(issues) != 1 {
+		t.Fatalf("want exactly one issue, got %+v", issues)
+	}
+	want := domain.ReconciliationIssue{Kind: "on_hand_ledger_mismatch", SKU: "HEADPHONES", Location: "BER",
+		Detail: "on_hand is 5 but the ledger sums to 4"}
+	if issues[0] != want {
+		t.Fatalf("issue %+v, want %+v", issues[0], want)
+	}
+
+	// Reconciliation reports; it never corrects.
+	if onHand, _, _ := balanceRow(t, b, "HEADPHONES", "BER"); onHand != 5 {
+		t.Fatalf("reconciliation changed the balance: on hand %d", onHand)
+	}
+
+	// Every column is compared: a reserved bypass shows up as its own issue.
+	if _, err := b.pool.Exec(b.ctx, `
+		UPDATE balances SET reserved = reserved - 1
+		WHERE sku_id = (SELECT id FROM skus WHERE code = 'HEADPHONES')
+		  AND location_id = (SELECT id FROM locations WHERE code = 'AMS')`); err != nil {
+		t.Fatal(err)
+	}
+	issues, err = b.store.Reconciliation(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(issues) != 2 ||
+		issues[0] != (domain.ReconciliationIssue{Kind: "reserved_ledger_mismatch", SKU: "HEADPHONES", Location: "AMS", Detail: "reserved is 2 but the ledger sums to 3"}) ||
+		issues[1] != want {
+		t.Fatalf("issues %+v", issues)
+	}
+}
