@@ -22,6 +22,8 @@ type config struct {
 	ShutdownTimeout   time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
 	MigrateOnStart    bool          // INVENTORY_MIGRATE_ON_START
 	ReconcileInterval time.Duration // INVENTORY_RECONCILE_INTERVAL
+	SweepInterval     time.Duration // INVENTORY_SWEEP_INTERVAL
+	SweepGrace        time.Duration // INVENTORY_SWEEP_GRACE
 	JobWorkers        int           // INVENTORY_JOB_WORKERS
 	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 }
@@ -69,6 +71,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ShutdownTimeout:   dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
 		MigrateOnStart:    str("INVENTORY_MIGRATE_ON_START", "true") == "true",
 		ReconcileInterval: dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
+		SweepInterval:     dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
+		SweepGrace:        dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
 		JobWorkers:        int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
 		LogLevel:          str("INVENTORY_LOG_LEVEL", "info"),
 	}

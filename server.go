@@ -111,13 +111,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	st := store.New(pool)
 	riverClient, err := jobs.NewClient(pool, jobs.Config{
-		Reconciler: st, Logger: logger, ReconcileInterval: cfg.ReconcileInterval, MaxWorkers: cfg.JobWorkers,
+		Reconciler: st, Expirer: st, Sweeper: st, Logger: logger, MaxWorkers: cfg.JobWorkers,
+		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 	})
 	if err != nil {
 		return nil, err
 	}
 	router := api.NewRouter(api.Config{
-		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Tokens: tokens},
+		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,

@@ -30,7 +30,6 @@ var policy = map[Action][]domain.Role{
 	ManageStock:        {domain.RoleAdmin},
 	IssueCheckoutToken: {domain.RoleService, domain.RoleAdmin},
 	ActOnCheckout:      {domain.RoleCheckout, domain.RoleService, domain.RoleAdmin},
-	ReadAnyReservation: {domain.RoleService, domain.RoleAdmin},
 	ReadStockEvents:    {domain.RoleAdmin},
 	OperateInventory:   {domain.RoleAdmin},
 }
@@ -71,4 +70,18 @@ func authorize(a domain.Actor, action Action, checkoutID *string) error {
 		return fmt.Errorf("%w: this checkout token is bound to another checkout", domain.ErrForbidden)
 	}
 	return nil
+}
+
+// ReservationScope says whose reservations and orders the caller may see or
+// change by id: every checkout's for service and admin, its own for a checkout
+// token. Anonymous callers get UNAUTHENTICATED.
+func ReservationScope(ctx context.Context) (domain.Scope, error) {
+	a := domain.ActorFrom(ctx)
+	if err := authorize(a, ActOnCheckout, nil); err != nil {
+		return domain.Scope{}, err
+	}
+	if a.Role == domain.RoleCheckout {
+		return domain.Scope{CheckoutID: a.CheckoutID}, nil
+	}
+	return domain.Scope{}, nil
 }

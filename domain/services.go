@@ -19,3 +19,25 @@ type Stock interface {
 	// AvailabilityList answers in request order, with nil for unknown SKUs.
 	AvailabilityList(ctx context.Context, q AvailabilityQuery) ([]*Availability, error)
 }
+
+// Reservations is the hold lifecycle: reserve, confirm, release, extend and
+// expire, each exactly once however often it is retried. Calls that name an
+// existing reservation take a Scope: outside it the reservation does not exist
+// (NOT_FOUND, or nil for reads). Implemented by store.Store.
+type Reservations interface {
+	// ReservationCreate reserves a whole basket or nothing. replayed is true when
+	// (CheckoutID, RequestKey) already named a reservation with the same inputs;
+	// that reservation is returned in its current state.
+	ReservationCreate(ctx context.Context, in ReserveInput) (res Reservation, replayed bool, err error)
+	ReservationConfirm(ctx context.Context, scope Scope, in ConfirmInput) (Reservation, error)
+	ReservationRelease(ctx context.Context, scope Scope, in ReleaseInput) (Reservation, error)
+	ReservationExtend(ctx context.Context, scope Scope, in ExtendInput) (Reservation, error)
+	// ReservationGetByID returns nil, nil when the reservation does not exist
+	// or is outside scope.
+	ReservationGetByID(ctx context.Context, scope Scope, id string) (*Reservation, error)
+	ReservationListByCheckout(ctx context.Context, checkoutID string) ([]Reservation, error)
+	// OrderGetByRef returns nil, nil when the order does not exist or is
+	// outside scope.
+	OrderGetByRef(ctx context.Context, scope Scope, ref string) (*Order, error)
+	InventoryHealthGet(ctx context.Context) (InventoryHealth, error)
+}

@@ -37,6 +37,12 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AgeBucket struct {
+		Count         func(childComplexity int) int
+		Label         func(childComplexity int) int
+		MinAgeSeconds func(childComplexity int) int
+	}
+
 	Availability struct {
 		Available         func(childComplexity int) int
 		Locations         func(childComplexity int) int
@@ -67,6 +73,12 @@ type ComplexityRoot struct {
 		Token     func(childComplexity int) int
 	}
 
+	ConfirmReservationPayload struct {
+		Order       func(childComplexity int) int
+		Reservation func(childComplexity int) int
+		UserErrors  func(childComplexity int) int
+	}
+
 	CreateLocationPayload struct {
 		Location   func(childComplexity int) int
 		UserErrors func(childComplexity int) int
@@ -77,6 +89,15 @@ type ComplexityRoot struct {
 		UserErrors func(childComplexity int) int
 	}
 
+	InventoryHealth struct {
+		AllocationFailureRate func(childComplexity int) int
+		HeldByAge             func(childComplexity int) int
+		HeldReservations      func(childComplexity int) int
+		LastSweepAt           func(childComplexity int) int
+		LastSweepReleased     func(childComplexity int) int
+		OverdueHolds          func(childComplexity int) int
+	}
+
 	Location struct {
 		Code     func(childComplexity int) int
 		Name     func(childComplexity int) int
@@ -85,17 +106,43 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AdjustStock        func(childComplexity int, input model.AdjustStockInput) int
+		ConfirmReservation func(childComplexity int, input model.ConfirmReservationInput) int
 		CreateLocation     func(childComplexity int, input model.CreateLocationInput) int
 		CreateSku          func(childComplexity int, input model.CreateSkuInput) int
+		ExtendReservation  func(childComplexity int, input model.ExtendReservationInput) int
 		IssueCheckoutToken func(childComplexity int, checkoutID string, ttlSeconds *int) int
 		ReceiveStock       func(childComplexity int, input model.ReceiveStockInput) int
+		ReleaseReservation func(childComplexity int, input model.ReleaseReservationInput) int
+		Reserve            func(childComplexity int, input model.ReserveInput) int
+	}
+
+	Order struct {
+		CheckoutID func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Lines      func(childComplexity int) int
+		Ref        func(childComplexity int) int
+	}
+
+	OrderLine struct {
+		Codes        func(childComplexity int) int
+		Currency     func(childComplexity int) int
+		Location     func(childComplexity int) int
+		PendingCodes func(childComplexity int) int
+		Quantity     func(childComplexity int) int
+		SKU          func(childComplexity int) int
+		Title        func(childComplexity int) int
+		UnitPrice    func(childComplexity int) int
 	}
 
 	Query struct {
-		Availability   func(childComplexity int, skus []string, locations []string) int
-		Locations      func(childComplexity int) int
-		Reconciliation func(childComplexity int) int
-		Sku            func(childComplexity int, code string) int
+		Availability         func(childComplexity int, skus []string, locations []string) int
+		CheckoutReservations func(childComplexity int, checkoutID string) int
+		InventoryHealth      func(childComplexity int) int
+		Locations            func(childComplexity int) int
+		Order                func(childComplexity int, ref string) int
+		Reconciliation       func(childComplexity int) int
+		Reservation          func(childComplexity int, id string) int
+		Sku                  func(childComplexity int, code string) int
 	}
 
 	ReconciliationIssue struct {
@@ -103,6 +150,37 @@ type ComplexityRoot struct {
 		Kind     func(childComplexity int) int
 		Location func(childComplexity int) int
 		SKU      func(childComplexity int) int
+	}
+
+	Reservation struct {
+		CheckoutID    func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Lines         func(childComplexity int) int
+		Order         func(childComplexity int) int
+		ReleaseReason func(childComplexity int) int
+		RequestKey    func(childComplexity int) int
+		Status        func(childComplexity int) int
+	}
+
+	ReservationLine struct {
+		InputLine        func(childComplexity int) int
+		Location         func(childComplexity int) int
+		PreorderQuantity func(childComplexity int) int
+		Quantity         func(childComplexity int) int
+		SKU              func(childComplexity int) int
+	}
+
+	ReservationPayload struct {
+		Reservation func(childComplexity int) int
+		UserErrors  func(childComplexity int) int
+	}
+
+	ReservePayload struct {
+		Replayed    func(childComplexity int) int
+		Reservation func(childComplexity int) int
+		UserErrors  func(childComplexity int) int
 	}
 
 	Sku struct {
@@ -127,6 +205,10 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type MutationResolver interface {
+	Reserve(ctx context.Context, input model.ReserveInput) (*model.ReservePayload, error)
+	ConfirmReservation(ctx context.Context, input model.ConfirmReservationInput) (*model.ConfirmReservationPayload, error)
+	ReleaseReservation(ctx context.Context, input model.ReleaseReservationInput) (*model.ReservationPayload, error)
+	ExtendReservation(ctx context.Context, input model.ExtendReservationInput) (*model.ReservationPayload, error)
 	IssueCheckoutToken(ctx context.Context, checkoutID string, ttlSeconds *int) (*model.CheckoutToken, error)
 	CreateLocation(ctx context.Context, input model.CreateLocationInput) (*model.CreateLocationPayload, error)
 	CreateSku(ctx context.Context, input model.CreateSkuInput) (*model.CreateSkuPayload, error)
@@ -138,6 +220,10 @@ type QueryResolver interface {
 	Sku(ctx context.Context, code string) (*domain.SKU, error)
 	Locations(ctx context.Context) ([]domain.Location, error)
 	Reconciliation(ctx context.Context) ([]domain.ReconciliationIssue, error)
+	Reservation(ctx context.Context, id string) (*domain.Reservation, error)
+	CheckoutReservations(ctx context.Context, checkoutID string) ([]domain.Reservation, error)
+	Order(ctx context.Context, ref string) (*domain.Order, error)
+	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -157,6 +243,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AgeBucket.count":
+		if e.ComplexityRoot.AgeBucket.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgeBucket.Count(childComplexity), true
+	case "AgeBucket.label":
+		if e.ComplexityRoot.AgeBucket.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgeBucket.Label(childComplexity), true
+	case "AgeBucket.minAgeSeconds":
+		if e.ComplexityRoot.AgeBucket.MinAgeSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgeBucket.MinAgeSeconds(childComplexity), true
 
 	case "Availability.available":
 		if e.ComplexityRoot.Availability.Available == nil {
@@ -270,6 +375,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CheckoutToken.Token(childComplexity), true
 
+	case "ConfirmReservationPayload.order":
+		if e.ComplexityRoot.ConfirmReservationPayload.Order == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConfirmReservationPayload.Order(childComplexity), true
+	case "ConfirmReservationPayload.reservation":
+		if e.ComplexityRoot.ConfirmReservationPayload.Reservation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConfirmReservationPayload.Reservation(childComplexity), true
+	case "ConfirmReservationPayload.userErrors":
+		if e.ComplexityRoot.ConfirmReservationPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConfirmReservationPayload.UserErrors(childComplexity), true
+
 	case "CreateLocationPayload.location":
 		if e.ComplexityRoot.CreateLocationPayload.Location == nil {
 			break
@@ -295,6 +419,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CreateSkuPayload.UserErrors(childComplexity), true
+
+	case "InventoryHealth.allocationFailureRate":
+		if e.ComplexityRoot.InventoryHealth.AllocationFailureRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.AllocationFailureRate(childComplexity), true
+	case "InventoryHealth.heldByAge":
+		if e.ComplexityRoot.InventoryHealth.HeldByAge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.HeldByAge(childComplexity), true
+	case "InventoryHealth.heldReservations":
+		if e.ComplexityRoot.InventoryHealth.HeldReservations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.HeldReservations(childComplexity), true
+	case "InventoryHealth.lastSweepAt":
+		if e.ComplexityRoot.InventoryHealth.LastSweepAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.LastSweepAt(childComplexity), true
+	case "InventoryHealth.lastSweepReleased":
+		if e.ComplexityRoot.InventoryHealth.LastSweepReleased == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.LastSweepReleased(childComplexity), true
+	case "InventoryHealth.overdueHolds":
+		if e.ComplexityRoot.InventoryHealth.OverdueHolds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.OverdueHolds(childComplexity), true
 
 	case "Location.code":
 		if e.ComplexityRoot.Location.Code == nil {
@@ -326,6 +487,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AdjustStock(childComplexity, args["input"].(model.AdjustStockInput)), true
+	case "Mutation.confirmReservation":
+		if e.ComplexityRoot.Mutation.ConfirmReservation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_confirmReservation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ConfirmReservation(childComplexity, args["input"].(model.ConfirmReservationInput)), true
 	case "Mutation.createLocation":
 		if e.ComplexityRoot.Mutation.CreateLocation == nil {
 			break
@@ -348,6 +520,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateSku(childComplexity, args["input"].(model.CreateSkuInput)), true
+	case "Mutation.extendReservation":
+		if e.ComplexityRoot.Mutation.ExtendReservation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_extendReservation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ExtendReservation(childComplexity, args["input"].(model.ExtendReservationInput)), true
 	case "Mutation.issueCheckoutToken":
 		if e.ComplexityRoot.Mutation.IssueCheckoutToken == nil {
 			break
@@ -370,6 +553,102 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReceiveStock(childComplexity, args["input"].(model.ReceiveStockInput)), true
+	case "Mutation.releaseReservation":
+		if e.ComplexityRoot.Mutation.ReleaseReservation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_releaseReservation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReleaseReservation(childComplexity, args["input"].(model.ReleaseReservationInput)), true
+	case "Mutation.reserve":
+		if e.ComplexityRoot.Mutation.Reserve == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_reserve_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Reserve(childComplexity, args["input"].(model.ReserveInput)), true
+
+	case "Order.checkoutId":
+		if e.ComplexityRoot.Order.CheckoutID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Order.CheckoutID(childComplexity), true
+	case "Order.createdAt":
+		if e.ComplexityRoot.Order.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Order.CreatedAt(childComplexity), true
+	case "Order.lines":
+		if e.ComplexityRoot.Order.Lines == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Order.Lines(childComplexity), true
+	case "Order.ref":
+		if e.ComplexityRoot.Order.Ref == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Order.Ref(childComplexity), true
+
+	case "OrderLine.codes":
+		if e.ComplexityRoot.OrderLine.Codes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Codes(childComplexity), true
+	case "OrderLine.currency":
+		if e.ComplexityRoot.OrderLine.Currency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Currency(childComplexity), true
+	case "OrderLine.location":
+		if e.ComplexityRoot.OrderLine.Location == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Location(childComplexity), true
+	case "OrderLine.pendingCodes":
+		if e.ComplexityRoot.OrderLine.PendingCodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.PendingCodes(childComplexity), true
+	case "OrderLine.quantity":
+		if e.ComplexityRoot.OrderLine.Quantity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Quantity(childComplexity), true
+	case "OrderLine.sku":
+		if e.ComplexityRoot.OrderLine.SKU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.SKU(childComplexity), true
+	case "OrderLine.title":
+		if e.ComplexityRoot.OrderLine.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Title(childComplexity), true
+	case "OrderLine.unitPrice":
+		if e.ComplexityRoot.OrderLine.UnitPrice == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.UnitPrice(childComplexity), true
 
 	case "Query.availability":
 		if e.ComplexityRoot.Query.Availability == nil {
@@ -382,19 +661,58 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Availability(childComplexity, args["skus"].([]string), args["locations"].([]string)), true
+	case "Query.checkoutReservations":
+		if e.ComplexityRoot.Query.CheckoutReservations == nil {
+			break
+		}
 
+		args, err := ec.field_Query_checkoutReservations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.CheckoutReservations(childComplexity, args["checkoutId"].(string)), true
+
+	case "Query.inventoryHealth":
+		if e.ComplexityRoot.Query.InventoryHealth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.InventoryHealth(childComplexity), true
 	case "Query.locations":
 		if e.ComplexityRoot.Query.Locations == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.Locations(childComplexity), true
+	case "Query.order":
+		if e.ComplexityRoot.Query.Order == nil {
+			break
+		}
+
+		args, err := ec.field_Query_order_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Order(childComplexity, args["ref"].(string)), true
 	case "Query.reconciliation":
 		if e.ComplexityRoot.Query.Reconciliation == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.Reconciliation(childComplexity), true
+	case "Query.reservation":
+		if e.ComplexityRoot.Query.Reservation == nil {
+			break
+		}
+
+		args, err := ec.field_Query_reservation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Reservation(childComplexity, args["id"].(string)), true
 	case "Query.sku":
 		if e.ComplexityRoot.Query.Sku == nil {
 			break
@@ -431,6 +749,124 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ReconciliationIssue.SKU(childComplexity), true
+
+	case "Reservation.checkoutId":
+		if e.ComplexityRoot.Reservation.CheckoutID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.CheckoutID(childComplexity), true
+	case "Reservation.createdAt":
+		if e.ComplexityRoot.Reservation.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.CreatedAt(childComplexity), true
+	case "Reservation.expiresAt":
+		if e.ComplexityRoot.Reservation.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.ExpiresAt(childComplexity), true
+	case "Reservation.id":
+		if e.ComplexityRoot.Reservation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.ID(childComplexity), true
+	case "Reservation.lines":
+		if e.ComplexityRoot.Reservation.Lines == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.Lines(childComplexity), true
+	case "Reservation.order":
+		if e.ComplexityRoot.Reservation.Order == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.Order(childComplexity), true
+	case "Reservation.releaseReason":
+		if e.ComplexityRoot.Reservation.ReleaseReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.ReleaseReason(childComplexity), true
+	case "Reservation.requestKey":
+		if e.ComplexityRoot.Reservation.RequestKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.RequestKey(childComplexity), true
+	case "Reservation.status":
+		if e.ComplexityRoot.Reservation.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.Status(childComplexity), true
+
+	case "ReservationLine.inputLine":
+		if e.ComplexityRoot.ReservationLine.InputLine == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationLine.InputLine(childComplexity), true
+	case "ReservationLine.location":
+		if e.ComplexityRoot.ReservationLine.Location == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationLine.Location(childComplexity), true
+	case "ReservationLine.preorderQuantity":
+		if e.ComplexityRoot.ReservationLine.PreorderQuantity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationLine.PreorderQuantity(childComplexity), true
+	case "ReservationLine.quantity":
+		if e.ComplexityRoot.ReservationLine.Quantity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationLine.Quantity(childComplexity), true
+	case "ReservationLine.sku":
+		if e.ComplexityRoot.ReservationLine.SKU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationLine.SKU(childComplexity), true
+
+	case "ReservationPayload.reservation":
+		if e.ComplexityRoot.ReservationPayload.Reservation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationPayload.Reservation(childComplexity), true
+	case "ReservationPayload.userErrors":
+		if e.ComplexityRoot.ReservationPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationPayload.UserErrors(childComplexity), true
+
+	case "ReservePayload.replayed":
+		if e.ComplexityRoot.ReservePayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservePayload.Replayed(childComplexity), true
+	case "ReservePayload.reservation":
+		if e.ComplexityRoot.ReservePayload.Reservation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservePayload.Reservation(childComplexity), true
+	case "ReservePayload.userErrors":
+		if e.ComplexityRoot.ReservePayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservePayload.UserErrors(childComplexity), true
 
 	case "Sku.balances":
 		if e.ComplexityRoot.Sku.Balances == nil {
@@ -504,9 +940,15 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AdjustStockInput", ec.unmarshalInputAdjustStockInput),
+			graphql.NewInputUnmarshaler("ConfirmReservationInput", ec.unmarshalInputConfirmReservationInput),
 			graphql.NewInputUnmarshaler("CreateLocationInput", ec.unmarshalInputCreateLocationInput),
 			graphql.NewInputUnmarshaler("CreateSkuInput", ec.unmarshalInputCreateSkuInput),
+			graphql.NewInputUnmarshaler("ExtendReservationInput", ec.unmarshalInputExtendReservationInput),
+			graphql.NewInputUnmarshaler("OrderLineSnapshotInput", ec.unmarshalInputOrderLineSnapshotInput),
 			graphql.NewInputUnmarshaler("ReceiveStockInput", ec.unmarshalInputReceiveStockInput),
+			graphql.NewInputUnmarshaler("ReleaseReservationInput", ec.unmarshalInputReleaseReservationInput),
+			graphql.NewInputUnmarshaler("ReserveInput", ec.unmarshalInputReserveInput),
+			graphql.NewInputUnmarshaler("ReserveLineInput", ec.unmarshalInputReserveLineInput),
 		)
 	}
 	first := true
@@ -675,6 +1117,86 @@ type Query {
   locations: [Location!]!
   "Admin: stock invariants that do not hold (balance vs ledger). Empty when consistent."
   reconciliation: [ReconciliationIssue!]!
+  "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
+  reservation(id: ID!): Reservation
+  "Owner checkout, service or admin: the checkout's reservations, newest first."
+  checkoutReservations(checkoutId: String!): [Reservation!]!
+  "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
+  order(ref: String!): Order
+  "Admin: holds, overdue holds, allocation failures and the last sweeper pass."
+  inventoryHealth: InventoryHealth!
+}
+
+enum ReservationStatus {
+  HELD
+  CONFIRMED
+  RELEASED
+  EXPIRED
+}
+
+"A basket's hold on stock. (checkoutId, requestKey) names it; retries with the same inputs return it."
+type Reservation {
+  "Opaque."
+  id: ID!
+  checkoutId: String!
+  requestKey: String!
+  status: ReservationStatus!
+  "When a HELD reservation stops holding stock unless confirmed or extended."
+  expiresAt: Time!
+  createdAt: Time!
+  "Why it was released, when RELEASED."
+  releaseReason: ReleaseReason
+  "What is held, in input line order; a line reserved without a location may be sourced from several."
+  lines: [ReservationLine!]!
+  "The order written by the confirm, once CONFIRMED."
+  order: Order
+}
+
+type ReservationLine {
+  "Index of the input line this came from."
+  inputLine: Int!
+  sku: String!
+  location: String!
+  quantity: Int!
+  preorderQuantity: Int!
+}
+
+type Order {
+  ref: String!
+  checkoutId: String!
+  createdAt: Time!
+  lines: [OrderLine!]!
+}
+
+type OrderLine {
+  sku: String!
+  location: String!
+  quantity: Int!
+  title: String
+  unitPrice: String
+  currency: String
+  "CODES SKUs: the sold codes, in plaintext; owner, service or admin only."
+  codes: [String!]!
+  "Pre-ordered units not yet allocated."
+  pendingCodes: Int!
+}
+
+type InventoryHealth {
+  heldReservations: Int!
+  "Holds past their deadline; more than a few means expiry is not keeping up."
+  overdueHolds: Int!
+  heldByAge: [AgeBucket!]!
+  "Share of reserve attempts refused OUT_OF_STOCK in the last hour (0..1)."
+  allocationFailureRate: Float!
+  "Holds the last sweeper pass released; the sweeper is a backstop, so non-zero means expiry jobs are late."
+  lastSweepReleased: Int
+  lastSweepAt: Time
+}
+
+type AgeBucket {
+  label: String!
+  minAgeSeconds: Int!
+  count: Int!
 }
 
 "One invariant that does not hold. Nothing is corrected automatically."
@@ -734,7 +1256,88 @@ input AdjustStockInput {
   expectedOnHand: Int
 }
 
+input ReserveLineInput {
+  sku: String!
+  "Omit to source from locations in priority order (possibly several)."
+  location: String
+  "1..1000000"
+  quantity: Int!
+}
+
+input ReserveInput {
+  checkoutId: String!
+  "Names this request: a retry with the same inputs returns the same reservation."
+  requestKey: String!
+  "1..100 lines, reserved all or nothing."
+  lines: [ReserveLineInput!]!
+  "How long the hold lasts: 1..86400 seconds."
+  ttlSeconds: Int = 900
+}
+
+type ReservePayload {
+  reservation: Reservation
+  "True when this requestKey already named a reservation with the same inputs; it is returned in its current state."
+  replayed: Boolean!
+  userErrors: [UserError!]!
+}
+
+"What the buyer saw for a SKU, kept on the order."
+input OrderLineSnapshotInput {
+  sku: String!
+  title: String
+  "A decimal such as 19.99."
+  unitPrice: String
+  "ISO 4217, e.g. EUR."
+  currency: String
+}
+
+input ConfirmReservationInput {
+  id: ID!
+  "The client's order reference, unique across the store."
+  orderRef: String!
+  lines: [OrderLineSnapshotInput!]
+}
+
+type ConfirmReservationPayload {
+  reservation: Reservation
+  order: Order
+  userErrors: [UserError!]!
+}
+
+enum ReleaseReason {
+  PAYMENT_FAILED
+  FRAUD_REJECTED
+  CUSTOMER_CANCELLED
+  CHECKOUT_ABANDONED
+  OTHER
+}
+
+input ReleaseReservationInput {
+  id: ID!
+  "Default OTHER."
+  reason: ReleaseReason
+}
+
+type ReservationPayload {
+  reservation: Reservation
+  userErrors: [UserError!]!
+}
+
+input ExtendReservationInput {
+  id: ID!
+  "The new deadline is this many seconds from now: 1..86400."
+  ttlSeconds: Int!
+}
+
 type Mutation {
+  "Checkout (own checkoutId), service or admin: hold a basket, all lines or none."
+  reserve(input: ReserveInput!): ReservePayload!
+  "Owner, service or admin, after payment: sell a held reservation and write its order."
+  confirmReservation(input: ConfirmReservationInput!): ConfirmReservationPayload!
+  "Owner, service or admin: give a held reservation's stock back."
+  releaseReservation(input: ReleaseReservationInput!): ReservationPayload!
+  "Owner, service or admin: move a held reservation's deadline, while it is not yet due."
+  extendReservation(input: ExtendReservationInput!): ReservationPayload!
   "Service or admin: a checkout token for one checkoutId. ttlSeconds default 1800, at most 86400."
   issueCheckoutToken(checkoutId: String!, ttlSeconds: Int): CheckoutToken!
   createLocation(input: CreateLocationInput!): CreateLocationPayload!
@@ -751,6 +1354,18 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AgeBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "label":
+		return ec.fieldContext_AgeBucket_label(ctx, field)
+	case "minAgeSeconds":
+		return ec.fieldContext_AgeBucket_minAgeSeconds(ctx, field)
+	case "count":
+		return ec.fieldContext_AgeBucket_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgeBucket", field.Name)
+}
 
 func (ec *executionContext) childFields_Availability(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -812,6 +1427,18 @@ func (ec *executionContext) childFields_CheckoutToken(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type CheckoutToken", field.Name)
 }
 
+func (ec *executionContext) childFields_ConfirmReservationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "reservation":
+		return ec.fieldContext_ConfirmReservationPayload_reservation(ctx, field)
+	case "order":
+		return ec.fieldContext_ConfirmReservationPayload_order(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_ConfirmReservationPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConfirmReservationPayload", field.Name)
+}
+
 func (ec *executionContext) childFields_CreateLocationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "location":
@@ -832,6 +1459,24 @@ func (ec *executionContext) childFields_CreateSkuPayload(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type CreateSkuPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_InventoryHealth(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "heldReservations":
+		return ec.fieldContext_InventoryHealth_heldReservations(ctx, field)
+	case "overdueHolds":
+		return ec.fieldContext_InventoryHealth_overdueHolds(ctx, field)
+	case "heldByAge":
+		return ec.fieldContext_InventoryHealth_heldByAge(ctx, field)
+	case "allocationFailureRate":
+		return ec.fieldContext_InventoryHealth_allocationFailureRate(ctx, field)
+	case "lastSweepReleased":
+		return ec.fieldContext_InventoryHealth_lastSweepReleased(ctx, field)
+	case "lastSweepAt":
+		return ec.fieldContext_InventoryHealth_lastSweepAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InventoryHealth", field.Name)
+}
+
 func (ec *executionContext) childFields_Location(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "code":
@@ -842,6 +1487,42 @@ func (ec *executionContext) childFields_Location(ctx context.Context, field grap
 		return ec.fieldContext_Location_priority(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Location", field.Name)
+}
+
+func (ec *executionContext) childFields_Order(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "ref":
+		return ec.fieldContext_Order_ref(ctx, field)
+	case "checkoutId":
+		return ec.fieldContext_Order_checkoutId(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Order_createdAt(ctx, field)
+	case "lines":
+		return ec.fieldContext_Order_lines(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Order", field.Name)
+}
+
+func (ec *executionContext) childFields_OrderLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "sku":
+		return ec.fieldContext_OrderLine_sku(ctx, field)
+	case "location":
+		return ec.fieldContext_OrderLine_location(ctx, field)
+	case "quantity":
+		return ec.fieldContext_OrderLine_quantity(ctx, field)
+	case "title":
+		return ec.fieldContext_OrderLine_title(ctx, field)
+	case "unitPrice":
+		return ec.fieldContext_OrderLine_unitPrice(ctx, field)
+	case "currency":
+		return ec.fieldContext_OrderLine_currency(ctx, field)
+	case "codes":
+		return ec.fieldContext_OrderLine_codes(ctx, field)
+	case "pendingCodes":
+		return ec.fieldContext_OrderLine_pendingCodes(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OrderLine", field.Name)
 }
 
 func (ec *executionContext) childFields_ReconciliationIssue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -856,6 +1537,68 @@ func (ec *executionContext) childFields_ReconciliationIssue(ctx context.Context,
 		return ec.fieldContext_ReconciliationIssue_detail(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ReconciliationIssue", field.Name)
+}
+
+func (ec *executionContext) childFields_Reservation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Reservation_id(ctx, field)
+	case "checkoutId":
+		return ec.fieldContext_Reservation_checkoutId(ctx, field)
+	case "requestKey":
+		return ec.fieldContext_Reservation_requestKey(ctx, field)
+	case "status":
+		return ec.fieldContext_Reservation_status(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Reservation_expiresAt(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Reservation_createdAt(ctx, field)
+	case "releaseReason":
+		return ec.fieldContext_Reservation_releaseReason(ctx, field)
+	case "lines":
+		return ec.fieldContext_Reservation_lines(ctx, field)
+	case "order":
+		return ec.fieldContext_Reservation_order(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Reservation", field.Name)
+}
+
+func (ec *executionContext) childFields_ReservationLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "inputLine":
+		return ec.fieldContext_ReservationLine_inputLine(ctx, field)
+	case "sku":
+		return ec.fieldContext_ReservationLine_sku(ctx, field)
+	case "location":
+		return ec.fieldContext_ReservationLine_location(ctx, field)
+	case "quantity":
+		return ec.fieldContext_ReservationLine_quantity(ctx, field)
+	case "preorderQuantity":
+		return ec.fieldContext_ReservationLine_preorderQuantity(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReservationLine", field.Name)
+}
+
+func (ec *executionContext) childFields_ReservationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "reservation":
+		return ec.fieldContext_ReservationPayload_reservation(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_ReservationPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReservationPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_ReservePayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "reservation":
+		return ec.fieldContext_ReservePayload_reservation(ctx, field)
+	case "replayed":
+		return ec.fieldContext_ReservePayload_replayed(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_ReservePayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReservePayload", field.Name)
 }
 
 func (ec *executionContext) childFields_Sku(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1020,6 +1763,20 @@ func (ec *executionContext) field_Mutation_adjustStock_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_confirmReservation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ConfirmReservationInput, error) {
+			return ec.unmarshalNConfirmReservationInput2inventoryᚋgraphᚋmodelᚐConfirmReservationInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createLocation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1040,6 +1797,20 @@ func (ec *executionContext) field_Mutation_createSku_args(ctx context.Context, r
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.CreateSkuInput, error) {
 			return ec.unmarshalNCreateSkuInput2inventoryᚋgraphᚋmodelᚐCreateSkuInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_extendReservation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ExtendReservationInput, error) {
+			return ec.unmarshalNExtendReservationInput2inventoryᚋgraphᚋmodelᚐExtendReservationInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1084,6 +1855,34 @@ func (ec *executionContext) field_Mutation_receiveStock_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_releaseReservation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ReleaseReservationInput, error) {
+			return ec.unmarshalNReleaseReservationInput2inventoryᚋgraphᚋmodelᚐReleaseReservationInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_reserve_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ReserveInput, error) {
+			return ec.unmarshalNReserveInput2inventoryᚋgraphᚋmodelᚐReserveInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1117,6 +1916,48 @@ func (ec *executionContext) field_Query_availability_args(ctx context.Context, r
 		return nil, err
 	}
 	args["locations"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_checkoutReservations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "checkoutId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["checkoutId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_order_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ref",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ref"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_reservation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -1207,6 +2048,75 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AgeBucket_label(ctx context.Context, field graphql.CollectedField, obj *domain.AgeBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgeBucket_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgeBucket_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgeBucket", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgeBucket_minAgeSeconds(ctx context.Context, field graphql.CollectedField, obj *domain.AgeBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgeBucket_minAgeSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MinAgeSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgeBucket_minAgeSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgeBucket", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AgeBucket_count(ctx context.Context, field graphql.CollectedField, obj *domain.AgeBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgeBucket_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgeBucket_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgeBucket", field, false, false, "Int")
+}
 
 func (ec *executionContext) _Availability_sku(ctx context.Context, field graphql.CollectedField, obj *domain.Availability) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -1649,6 +2559,102 @@ func (ec *executionContext) fieldContext_CheckoutToken_expiresAt(_ context.Conte
 	return graphql.NewScalarFieldContext("CheckoutToken", field, false, false, "Time")
 }
 
+func (ec *executionContext) _ConfirmReservationPayload_reservation(ctx context.Context, field graphql.CollectedField, obj *model.ConfirmReservationPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConfirmReservationPayload_reservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reservation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConfirmReservationPayload_reservation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConfirmReservationPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConfirmReservationPayload_order(ctx context.Context, field graphql.CollectedField, obj *model.ConfirmReservationPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConfirmReservationPayload_order(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Order, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Order) graphql.Marshaler {
+			return ec.marshalOOrder2ᚖinventoryᚋdomainᚐOrder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConfirmReservationPayload_order(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConfirmReservationPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Order(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConfirmReservationPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.ConfirmReservationPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConfirmReservationPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConfirmReservationPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConfirmReservationPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _CreateLocationPayload_location(ctx context.Context, field graphql.CollectedField, obj *model.CreateLocationPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1777,6 +2783,153 @@ func (ec *executionContext) fieldContext_CreateSkuPayload_userErrors(_ context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _InventoryHealth_heldReservations(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_heldReservations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeldReservations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_heldReservations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InventoryHealth_overdueHolds(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_overdueHolds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OverdueHolds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_overdueHolds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InventoryHealth_heldByAge(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_heldByAge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeldByAge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.AgeBucket) graphql.Marshaler {
+			return ec.marshalNAgeBucket2ᚕinventoryᚋdomainᚐAgeBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_heldByAge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InventoryHealth",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgeBucket(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InventoryHealth_allocationFailureRate(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_allocationFailureRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllocationFailureRate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_allocationFailureRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Float")
+}
+
+func (ec *executionContext) _InventoryHealth_lastSweepReleased(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_lastSweepReleased(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSweepReleased, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_lastSweepReleased(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InventoryHealth_lastSweepAt(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_lastSweepAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSweepAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_lastSweepAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Location_code(ctx context.Context, field graphql.CollectedField, obj *domain.Location) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1844,6 +2997,182 @@ func (ec *executionContext) _Location_priority(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Location_priority(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Location", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Mutation_reserve(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_reserve(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Reserve(ctx, fc.Args["input"].(model.ReserveInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ReservePayload) graphql.Marshaler {
+			return ec.marshalNReservePayload2ᚖinventoryᚋgraphᚋmodelᚐReservePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_reserve(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReservePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_reserve_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_confirmReservation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_confirmReservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ConfirmReservation(ctx, fc.Args["input"].(model.ConfirmReservationInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ConfirmReservationPayload) graphql.Marshaler {
+			return ec.marshalNConfirmReservationPayload2ᚖinventoryᚋgraphᚋmodelᚐConfirmReservationPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_confirmReservation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConfirmReservationPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_confirmReservation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_releaseReservation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_releaseReservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReleaseReservation(ctx, fc.Args["input"].(model.ReleaseReservationInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ReservationPayload) graphql.Marshaler {
+			return ec.marshalNReservationPayload2ᚖinventoryᚋgraphᚋmodelᚐReservationPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_releaseReservation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReservationPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_releaseReservation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_extendReservation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_extendReservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ExtendReservation(ctx, fc.Args["input"].(model.ExtendReservationInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ReservationPayload) graphql.Marshaler {
+			return ec.marshalNReservationPayload2ᚖinventoryᚋgraphᚋmodelᚐReservationPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_extendReservation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReservationPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_extendReservation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_issueCheckoutToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -2066,6 +3395,291 @@ func (ec *executionContext) fieldContext_Mutation_adjustStock(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Order_ref(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ref, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Order_ref(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Order", field, false, false, "String")
+}
+
+func (ec *executionContext) _Order_checkoutId(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Order_checkoutId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CheckoutID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Order_checkoutId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Order", field, false, false, "String")
+}
+
+func (ec *executionContext) _Order_createdAt(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Order_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Order_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Order", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Order_lines(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Order_lines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lines, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.OrderLine) graphql.Marshaler {
+			return ec.marshalNOrderLine2ᚕinventoryᚋdomainᚐOrderLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Order_lines(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Order",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OrderLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OrderLine_sku(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_location(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_location(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Location, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_location(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_quantity(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_quantity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Quantity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_quantity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OrderLine_title(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Title, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_unitPrice(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_unitPrice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnitPrice, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_unitPrice(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_currency(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_currency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Currency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_currency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_codes(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_codes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Codes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_codes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _OrderLine_pendingCodes(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_pendingCodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PendingCodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_pendingCodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Query_availability(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2213,6 +3827,170 @@ func (ec *executionContext) fieldContext_Query_reconciliation(_ context.Context,
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ReconciliationIssue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_reservation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_reservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Reservation(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_reservation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_reservation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_checkoutReservations(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_checkoutReservations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().CheckoutReservations(ctx, fc.Args["checkoutId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.Reservation) graphql.Marshaler {
+			return ec.marshalNReservation2ᚕinventoryᚋdomainᚐReservationᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_checkoutReservations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_checkoutReservations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_order(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_order(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Order(ctx, fc.Args["ref"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Order) graphql.Marshaler {
+			return ec.marshalOOrder2ᚖinventoryᚋdomainᚐOrder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_order(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Order(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_order_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_inventoryHealth(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_inventoryHealth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().InventoryHealth(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.InventoryHealth) graphql.Marshaler {
+			return ec.marshalNInventoryHealth2ᚖinventoryᚋdomainᚐInventoryHealth(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_inventoryHealth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InventoryHealth(ctx, field)
 		},
 	}
 	return fc, nil
@@ -2384,6 +4162,497 @@ func (ec *executionContext) _ReconciliationIssue_detail(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_ReconciliationIssue_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ReconciliationIssue", field, false, false, "String")
+}
+
+func (ec *executionContext) _Reservation_id(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Reservation_checkoutId(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_checkoutId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CheckoutID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_checkoutId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Reservation_requestKey(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_requestKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_requestKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Reservation_status(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v domain.ReservationStatus) graphql.Marshaler {
+			return ec.marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "ReservationStatus")
+}
+
+func (ec *executionContext) _Reservation_expiresAt(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Reservation_createdAt(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Reservation_releaseReason(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_releaseReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReleaseReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.ReleaseReason) graphql.Marshaler {
+			return ec.marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_releaseReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "ReleaseReason")
+}
+
+func (ec *executionContext) _Reservation_lines(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_lines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lines, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.ReservationLine) graphql.Marshaler {
+			return ec.marshalNReservationLine2ᚕinventoryᚋdomainᚐReservationLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_lines(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Reservation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReservationLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Reservation_order(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_order(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Order, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Order) graphql.Marshaler {
+			return ec.marshalOOrder2ᚖinventoryᚋdomainᚐOrder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_order(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Reservation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Order(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservationLine_inputLine(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationLine_inputLine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputLine, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationLine_inputLine(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ReservationLine_sku(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationLine_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationLine_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _ReservationLine_location(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationLine_location(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Location, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationLine_location(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _ReservationLine_quantity(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationLine_quantity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Quantity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationLine_quantity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ReservationLine_preorderQuantity(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationLine_preorderQuantity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreorderQuantity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationLine_preorderQuantity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ReservationPayload_reservation(ctx context.Context, field graphql.CollectedField, obj *model.ReservationPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationPayload_reservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reservation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationPayload_reservation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservationPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservationPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.ReservationPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservationPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservePayload_reservation(ctx context.Context, field graphql.CollectedField, obj *model.ReservePayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservePayload_reservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reservation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ReservePayload_reservation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservePayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservePayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.ReservePayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservePayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservePayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservePayload", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ReservePayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.ReservePayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservePayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservePayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservePayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Sku_code(ctx context.Context, field graphql.CollectedField, obj *domain.SKU) (ret graphql.Marshaler) {
@@ -3775,6 +6044,62 @@ func UnmarshalAdjustStockInput(ctx context.Context, raw any) (model.AdjustStockI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputConfirmReservationInput(ctx context.Context, obj any) (model.ConfirmReservationInput, error) {
+	var it model.ConfirmReservationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "orderRef", "lines"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "orderRef":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("orderRef"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OrderRef = data
+		case "lines":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lines"))
+			data, err := ec.unmarshalOOrderLineSnapshotInput2ᚕinventoryᚋgraphᚋmodelᚐOrderLineSnapshotInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Lines = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalConfirmReservationInput unmarshals raw into the ConfirmReservationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalConfirmReservationInput(ctx context.Context, raw any) (model.ConfirmReservationInput, error) {
+	var out model.ConfirmReservationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ConfirmReservationInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreateLocationInput(ctx context.Context, obj any) (model.CreateLocationInput, error) {
 	var it model.CreateLocationInput
 	if obj == nil {
@@ -3887,6 +6212,118 @@ func UnmarshalCreateSkuInput(ctx context.Context, raw any) (model.CreateSkuInput
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputExtendReservationInput(ctx context.Context, obj any) (model.ExtendReservationInput, error) {
+	var it model.ExtendReservationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "ttlSeconds"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "ttlSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttlSeconds"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTLSeconds = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalExtendReservationInput unmarshals raw into the ExtendReservationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalExtendReservationInput(ctx context.Context, raw any) (model.ExtendReservationInput, error) {
+	var out model.ExtendReservationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ExtendReservationInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOrderLineSnapshotInput(ctx context.Context, obj any) (model.OrderLineSnapshotInput, error) {
+	var it model.OrderLineSnapshotInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sku", "title", "unitPrice", "currency"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "unitPrice":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("unitPrice"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UnitPrice = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOrderLineSnapshotInput unmarshals raw into the OrderLineSnapshotInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOrderLineSnapshotInput(ctx context.Context, raw any) (model.OrderLineSnapshotInput, error) {
+	var out model.OrderLineSnapshotInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OrderLineSnapshotInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputReceiveStockInput(ctx context.Context, obj any) (model.ReceiveStockInput, error) {
 	var it model.ReceiveStockInput
 	if obj == nil {
@@ -3950,6 +6387,178 @@ func UnmarshalReceiveStockInput(ctx context.Context, raw any) (model.ReceiveStoc
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputReleaseReservationInput(ctx context.Context, obj any) (model.ReleaseReservationInput, error) {
+	var it model.ReleaseReservationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "reason"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalReleaseReservationInput unmarshals raw into the ReleaseReservationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalReleaseReservationInput(ctx context.Context, raw any) (model.ReleaseReservationInput, error) {
+	var out model.ReleaseReservationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ReleaseReservationInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputReserveInput(ctx context.Context, obj any) (model.ReserveInput, error) {
+	var it model.ReserveInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["ttlSeconds"]; !present {
+		asMap["ttlSeconds"] = 900
+	}
+
+	fieldsInOrder := [...]string{"checkoutId", "requestKey", "lines", "ttlSeconds"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "checkoutId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("checkoutId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CheckoutID = data
+		case "requestKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestKey"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestKey = data
+		case "lines":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lines"))
+			data, err := ec.unmarshalNReserveLineInput2ᚕinventoryᚋgraphᚋmodelᚐReserveLineInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Lines = data
+		case "ttlSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttlSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTLSeconds = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalReserveInput unmarshals raw into the ReserveInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalReserveInput(ctx context.Context, raw any) (model.ReserveInput, error) {
+	var out model.ReserveInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ReserveInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputReserveLineInput(ctx context.Context, obj any) (model.ReserveLineInput, error) {
+	var it model.ReserveLineInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sku", "location", "quantity"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "location":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("location"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Location = data
+		case "quantity":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("quantity"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Quantity = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalReserveLineInput unmarshals raw into the ReserveLineInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalReserveLineInput(ctx context.Context, raw any) (model.ReserveLineInput, error) {
+	var out model.ReserveLineInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ReserveLineInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -3957,6 +6566,49 @@ func UnmarshalReceiveStockInput(ctx context.Context, raw any) (model.ReceiveStoc
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var ageBucketImplementors = []string{"AgeBucket"}
+
+func (ec *executionContext) _AgeBucket(ctx context.Context, sel ast.SelectionSet, obj *domain.AgeBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, ageBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgeBucket")
+		case "label":
+			out.Values[i] = ec._AgeBucket_label(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "minAgeSeconds":
+			out.Values[i] = ec._AgeBucket_minAgeSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._AgeBucket_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var availabilityImplementors = []string{"Availability"}
 
@@ -4160,6 +6812,49 @@ func (ec *executionContext) _CheckoutToken(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var confirmReservationPayloadImplementors = []string{"ConfirmReservationPayload"}
+
+func (ec *executionContext) _ConfirmReservationPayload(ctx context.Context, sel ast.SelectionSet, obj *model.ConfirmReservationPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, confirmReservationPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConfirmReservationPayload")
+		case "reservation":
+			out.Values[i] = ec._ConfirmReservationPayload_reservation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "order":
+			out.Values[i] = ec._ConfirmReservationPayload_order(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._ConfirmReservationPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var createLocationPayloadImplementors = []string{"CreateLocationPayload"}
 
 func (ec *executionContext) _CreateLocationPayload(ctx context.Context, sel ast.SelectionSet, obj *model.CreateLocationPayload) graphql.Marshaler {
@@ -4217,6 +6912,64 @@ func (ec *executionContext) _CreateSkuPayload(ctx context.Context, sel ast.Selec
 		case "userErrors":
 			out.Values[i] = ec._CreateSkuPayload_userErrors(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var inventoryHealthImplementors = []string{"InventoryHealth"}
+
+func (ec *executionContext) _InventoryHealth(ctx context.Context, sel ast.SelectionSet, obj *domain.InventoryHealth) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inventoryHealthImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InventoryHealth")
+		case "heldReservations":
+			out.Values[i] = ec._InventoryHealth_heldReservations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "overdueHolds":
+			out.Values[i] = ec._InventoryHealth_overdueHolds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "heldByAge":
+			out.Values[i] = ec._InventoryHealth_heldByAge(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "allocationFailureRate":
+			out.Values[i] = ec._InventoryHealth_allocationFailureRate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastSweepReleased":
+			out.Values[i] = ec._InventoryHealth_lastSweepReleased(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lastSweepAt":
+			out.Values[i] = ec._InventoryHealth_lastSweepAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -4298,6 +7051,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Mutation")
+		case "reserve":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_reserve(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "confirmReservation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_confirmReservation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseReservation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_releaseReservation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "extendReservation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_extendReservation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "issueCheckoutToken":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_issueCheckoutToken(ctx, field)
@@ -4330,6 +7111,122 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_adjustStock(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var orderImplementors = []string{"Order"}
+
+func (ec *executionContext) _Order(ctx context.Context, sel ast.SelectionSet, obj *domain.Order) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, orderImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Order")
+		case "ref":
+			out.Values[i] = ec._Order_ref(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "checkoutId":
+			out.Values[i] = ec._Order_checkoutId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Order_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lines":
+			out.Values[i] = ec._Order_lines(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var orderLineImplementors = []string{"OrderLine"}
+
+func (ec *executionContext) _OrderLine(ctx context.Context, sel ast.SelectionSet, obj *domain.OrderLine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, orderLineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OrderLine")
+		case "sku":
+			out.Values[i] = ec._OrderLine_sku(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "location":
+			out.Values[i] = ec._OrderLine_location(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "quantity":
+			out.Values[i] = ec._OrderLine_quantity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "title":
+			out.Values[i] = ec._OrderLine_title(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "unitPrice":
+			out.Values[i] = ec._OrderLine_unitPrice(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "currency":
+			out.Values[i] = ec._OrderLine_currency(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "codes":
+			out.Values[i] = ec._OrderLine_codes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pendingCodes":
+			out.Values[i] = ec._OrderLine_pendingCodes(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -4393,6 +7290,30 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_reconciliation(ctx, field)
 				})
+		case "reservation":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_reservation(ctx, field)
+				})
+		case "checkoutReservations":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_checkoutReservations(ctx, field)
+				})
+		case "order":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_order(ctx, field)
+				})
+		case "inventoryHealth":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_inventoryHealth(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -4452,6 +7373,213 @@ func (ec *executionContext) _ReconciliationIssue(ctx context.Context, sel ast.Se
 			}
 		case "detail":
 			out.Values[i] = ec._ReconciliationIssue_detail(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reservationImplementors = []string{"Reservation"}
+
+func (ec *executionContext) _Reservation(ctx context.Context, sel ast.SelectionSet, obj *domain.Reservation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Reservation")
+		case "id":
+			out.Values[i] = ec._Reservation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "checkoutId":
+			out.Values[i] = ec._Reservation_checkoutId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestKey":
+			out.Values[i] = ec._Reservation_requestKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._Reservation_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Reservation_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Reservation_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseReason":
+			out.Values[i] = ec._Reservation_releaseReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lines":
+			out.Values[i] = ec._Reservation_lines(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "order":
+			out.Values[i] = ec._Reservation_order(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reservationLineImplementors = []string{"ReservationLine"}
+
+func (ec *executionContext) _ReservationLine(ctx context.Context, sel ast.SelectionSet, obj *domain.ReservationLine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservationLineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReservationLine")
+		case "inputLine":
+			out.Values[i] = ec._ReservationLine_inputLine(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sku":
+			out.Values[i] = ec._ReservationLine_sku(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "location":
+			out.Values[i] = ec._ReservationLine_location(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "quantity":
+			out.Values[i] = ec._ReservationLine_quantity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "preorderQuantity":
+			out.Values[i] = ec._ReservationLine_preorderQuantity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reservationPayloadImplementors = []string{"ReservationPayload"}
+
+func (ec *executionContext) _ReservationPayload(ctx context.Context, sel ast.SelectionSet, obj *model.ReservationPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservationPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReservationPayload")
+		case "reservation":
+			out.Values[i] = ec._ReservationPayload_reservation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._ReservationPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reservePayloadImplementors = []string{"ReservePayload"}
+
+func (ec *executionContext) _ReservePayload(ctx context.Context, sel ast.SelectionSet, obj *model.ReservePayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservePayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReservePayload")
+		case "reservation":
+			out.Values[i] = ec._ReservePayload_reservation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._ReservePayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._ReservePayload_userErrors(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -4945,6 +8073,26 @@ func (ec *executionContext) unmarshalNAdjustStockInput2inventoryᚋgraphᚋmodel
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNAgeBucket2inventoryᚋdomainᚐAgeBucket(ctx context.Context, sel ast.SelectionSet, v domain.AgeBucket) graphql.Marshaler {
+	return ec._AgeBucket(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAgeBucket2ᚕinventoryᚋdomainᚐAgeBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.AgeBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAgeBucket2inventoryᚋdomainᚐAgeBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNAvailability2ᚕᚖinventoryᚋdomainᚐAvailability(ctx context.Context, sel ast.SelectionSet, v []*domain.Availability) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -5005,6 +8153,19 @@ func (ec *executionContext) marshalNCheckoutToken2ᚖinventoryᚋgraphᚋmodel�
 	return ec._CheckoutToken(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNConfirmReservationInput2inventoryᚋgraphᚋmodelᚐConfirmReservationInput(ctx context.Context, v any) (model.ConfirmReservationInput, error) {
+	res, err := ec.unmarshalInputConfirmReservationInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNConfirmReservationPayload2ᚖinventoryᚋgraphᚋmodelᚐConfirmReservationPayload(ctx context.Context, sel ast.SelectionSet, v *model.ConfirmReservationPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ConfirmReservationPayload!")
+		return graphql.Null
+	}
+	return ec._ConfirmReservationPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNCreateLocationInput2inventoryᚋgraphᚋmodelᚐCreateLocationInput(ctx context.Context, v any) (model.CreateLocationInput, error) {
 	res, err := ec.unmarshalInputCreateLocationInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5031,6 +8192,39 @@ func (ec *executionContext) marshalNCreateSkuPayload2ᚖinventoryᚋgraphᚋmode
 	return ec._CreateSkuPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNExtendReservationInput2inventoryᚋgraphᚋmodelᚐExtendReservationInput(ctx context.Context, v any) (model.ExtendReservationInput, error) {
+	res, err := ec.unmarshalInputExtendReservationInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
+	}
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalID(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalID(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ID!")
+	}
+	return res
+}
+
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
 	res, err := graphql.UnmarshalInt(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -5043,6 +8237,14 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNInventoryHealth2ᚖinventoryᚋdomainᚐInventoryHealth(ctx context.Context, sel ast.SelectionSet, v *domain.InventoryHealth) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InventoryHealth!")
+		return graphql.Null
+	}
+	return ec._InventoryHealth(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNLocation2inventoryᚋdomainᚐLocation(ctx context.Context, sel ast.SelectionSet, v domain.Location) graphql.Marshaler {
@@ -5063,6 +8265,31 @@ func (ec *executionContext) marshalNLocation2ᚕinventoryᚋdomainᚐLocationᚄ
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNOrderLine2inventoryᚋdomainᚐOrderLine(ctx context.Context, sel ast.SelectionSet, v domain.OrderLine) graphql.Marshaler {
+	return ec._OrderLine(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNOrderLine2ᚕinventoryᚋdomainᚐOrderLineᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.OrderLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOrderLine2inventoryᚋdomainᚐOrderLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNOrderLineSnapshotInput2inventoryᚋgraphᚋmodelᚐOrderLineSnapshotInput(ctx context.Context, v any) (model.OrderLineSnapshotInput, error) {
+	res, err := ec.unmarshalInputOrderLineSnapshotInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNReceiveStockInput2inventoryᚋgraphᚋmodelᚐReceiveStockInput(ctx context.Context, v any) (model.ReceiveStockInput, error) {
@@ -5088,6 +8315,121 @@ func (ec *executionContext) marshalNReconciliationIssue2ᚕinventoryᚋdomainᚐ
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNReleaseReservationInput2inventoryᚋgraphᚋmodelᚐReleaseReservationInput(ctx context.Context, v any) (model.ReleaseReservationInput, error) {
+	res, err := ec.unmarshalInputReleaseReservationInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNReservation2inventoryᚋdomainᚐReservation(ctx context.Context, sel ast.SelectionSet, v domain.Reservation) graphql.Marshaler {
+	return ec._Reservation(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNReservation2ᚕinventoryᚋdomainᚐReservationᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.Reservation) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReservation2inventoryᚋdomainᚐReservation(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReservationLine2inventoryᚋdomainᚐReservationLine(ctx context.Context, sel ast.SelectionSet, v domain.ReservationLine) graphql.Marshaler {
+	return ec._ReservationLine(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNReservationLine2ᚕinventoryᚋdomainᚐReservationLineᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.ReservationLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReservationLine2inventoryᚋdomainᚐReservationLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReservationPayload2ᚖinventoryᚋgraphᚋmodelᚐReservationPayload(ctx context.Context, sel ast.SelectionSet, v *model.ReservationPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ReservationPayload!")
+		return graphql.Null
+	}
+	return ec._ReservationPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNReservationStatus2inventoryᚋdomainᚐReservationStatus(ctx context.Context, v any) (domain.ReservationStatus, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNReservationStatus2inventoryᚋdomainᚐReservationStatus[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus(ctx context.Context, sel ast.SelectionSet, v domain.ReservationStatus) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ReservationStatus!")
+	}
+	return res
+}
+
+var (
+	unmarshalNReservationStatus2inventoryᚋdomainᚐReservationStatus = map[string]domain.ReservationStatus{
+		"HELD":      domain.StatusHeld,
+		"CONFIRMED": domain.StatusConfirmed,
+		"RELEASED":  domain.StatusReleased,
+		"EXPIRED":   domain.StatusExpired,
+	}
+	marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus = map[domain.ReservationStatus]string{
+		domain.StatusHeld:      "HELD",
+		domain.StatusConfirmed: "CONFIRMED",
+		domain.StatusReleased:  "RELEASED",
+		domain.StatusExpired:   "EXPIRED",
+	}
+)
+
+func (ec *executionContext) unmarshalNReserveInput2inventoryᚋgraphᚋmodelᚐReserveInput(ctx context.Context, v any) (model.ReserveInput, error) {
+	res, err := ec.unmarshalInputReserveInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNReserveLineInput2inventoryᚋgraphᚋmodelᚐReserveLineInput(ctx context.Context, v any) (model.ReserveLineInput, error) {
+	res, err := ec.unmarshalInputReserveLineInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNReserveLineInput2ᚕinventoryᚋgraphᚋmodelᚐReserveLineInputᚄ(ctx context.Context, v any) ([]model.ReserveLineInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.ReserveLineInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNReserveLineInput2inventoryᚋgraphᚋmodelᚐReserveLineInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNReservePayload2ᚖinventoryᚋgraphᚋmodelᚐReservePayload(ctx context.Context, sel ast.SelectionSet, v *model.ReservePayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ReservePayload!")
+		return graphql.Null
+	}
+	return ec._ReservePayload(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNStockKind2inventoryᚋdomainᚐStockKind(ctx context.Context, v any) (domain.StockKind, error) {
@@ -5448,6 +8790,73 @@ func (ec *executionContext) marshalOLocation2ᚖinventoryᚋdomainᚐLocation(ct
 	return ec._Location(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOOrder2ᚖinventoryᚋdomainᚐOrder(ctx context.Context, sel ast.SelectionSet, v *domain.Order) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Order(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOOrderLineSnapshotInput2ᚕinventoryᚋgraphᚋmodelᚐOrderLineSnapshotInputᚄ(ctx context.Context, v any) ([]model.OrderLineSnapshotInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.OrderLineSnapshotInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOrderLineSnapshotInput2inventoryᚋgraphᚋmodelᚐOrderLineSnapshotInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason(ctx context.Context, v any) (*domain.ReleaseReason, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason(ctx context.Context, sel ast.SelectionSet, v *domain.ReleaseReason) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason[*v])
+	return res
+}
+
+var (
+	unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason = map[string]domain.ReleaseReason{
+		"PAYMENT_FAILED":     domain.ReasonPaymentFailed,
+		"FRAUD_REJECTED":     domain.ReasonFraudRejected,
+		"CUSTOMER_CANCELLED": domain.ReasonCustomerCancelled,
+		"CHECKOUT_ABANDONED": domain.ReasonCheckoutAbandoned,
+		"OTHER":              domain.ReasonOther,
+	}
+	marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason = map[domain.ReleaseReason]string{
+		domain.ReasonPaymentFailed:     "PAYMENT_FAILED",
+		domain.ReasonFraudRejected:     "FRAUD_REJECTED",
+		domain.ReasonCustomerCancelled: "CUSTOMER_CANCELLED",
+		domain.ReasonCheckoutAbandoned: "CHECKOUT_ABANDONED",
+		domain.ReasonOther:             "OTHER",
+	}
+)
+
+func (ec *executionContext) marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx context.Context, sel ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Reservation(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOSku2ᚖinventoryᚋdomainᚐSKU(ctx context.Context, sel ast.SelectionSet, v *domain.SKU) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -5517,6 +8926,24 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalString(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalTime(*v)
 	return res
 }
 

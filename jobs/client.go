@@ -19,17 +19,34 @@ import (
 // Config says what the workers need and how often periodic work runs.
 type Config struct {
 	Reconciler        domain.Reconciler
+	Expirer           Expirer
+	Sweeper           Sweeper
 	Logger            *slog.Logger
 	ReconcileInterval time.Duration
-	MaxWorkers        int
+	SweepInterval     time.Duration
+	// SweepGrace is how overdue a hold must be before the sweeper takes it
+	// from its expiry job.
+	SweepGrace time.Duration
+	MaxWorkers int
 }
 
 // NewClient returns a River client with every worker registered. Start it to
 // work jobs; an unstarted client can still insert them.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger}); err != nil {
-		return nil, fmt.Errorf("jobs: register reconcile: %w", err)
+	for _, add := range []func() error{
+		func() error {
+			return river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger})
+		},
+		func() error { return river.AddWorkerSafely(workers, &ExpiryWorker{Expirer: cfg.Expirer}) },
+		func() error {
+			return river.AddWorkerSafely(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
+				Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50})
+		},
+	} {
+		if err := add(); err != nil {
+			return nil, fmt.Errorf("jobs: register worker: %w", err)
+		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:  cfg.Logger,
@@ -39,6 +56,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
 				&river.PeriodicJobOpts{ID: "reconcile", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "reservation_sweep", RunOnStart: true}),
 		},
 	})
 	if err != nil {

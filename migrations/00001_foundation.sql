@@ -50,7 +50,7 @@ CREATE TABLE stock_movements (
     reason               text,
     reference            text,
     actor                text NOT NULL,
-    reservation_id       bigint,
+    reservation_id       uuid,
     created_at           timestamptz NOT NULL DEFAULT now(),
     FOREIGN KEY (sku_id, location_id) REFERENCES balances (sku_id, location_id)
 );

@@ -18,10 +18,11 @@ type TokenIssuer interface {
 
 // Resolver is the root resolver; main wires its fields.
 type Resolver struct {
-	Catalog    domain.Catalog
-	Stock      domain.Stock
-	Reconciler domain.Reconciler
-	Tokens     TokenIssuer
+	Catalog      domain.Catalog
+	Stock        domain.Stock
+	Reconciler   domain.Reconciler
+	Reservations domain.Reservations
+	Tokens       TokenIssuer
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the
@@ -45,8 +46,13 @@ func outcome[T any](v T, err error) (*T, []model.UserError, error) {
 
 func deref[T any](p *T) T {
 	var zero T
+	return orDefault(p, zero)
+}
+
+// orDefault is *p, or def when the client sent null.
+func orDefault[T any](p *T, def T) T {
 	if p == nil {
-		return zero
+		return def
 	}
 	return *p
 }

@@ -13,6 +13,60 @@ import (
 	"inventory/graph/model"
 )
 
+// Reserve is the resolver for the reserve field.
+func (r *mutationResolver) Reserve(ctx context.Context, input model.ReserveInput) (*model.ReservePayload, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, input.CheckoutID); err != nil {
+		return nil, err
+	}
+	lines := make([]domain.ReserveLine, len(input.Lines))
+	for i, l := range input.Lines {
+		lines[i] = domain.ReserveLine{SKU: l.Sku, Location: l.Location, Quantity: l.Quantity}
+	}
+	res, replayed, err := r.Reservations.ReservationCreate(ctx, domain.ReserveInput{
+		CheckoutID: input.CheckoutID, RequestKey: input.RequestKey, Lines: lines, TTLSeconds: orDefault(input.TTLSeconds, domain.DefaultHoldTTL),
+	})
+	p, ue, err := outcome(res, err)
+	return &model.ReservePayload{Reservation: p, Replayed: replayed, UserErrors: ue}, err
+}
+
+// ConfirmReservation is the resolver for the confirmReservation field.
+func (r *mutationResolver) ConfirmReservation(ctx context.Context, input model.ConfirmReservationInput) (*model.ConfirmReservationPayload, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snapshots := make([]domain.OrderLineSnapshot, len(input.Lines))
+	for i, l := range input.Lines {
+		snapshots[i] = domain.OrderLineSnapshot{SKU: l.Sku, Title: l.Title, UnitPrice: l.UnitPrice, Currency: l.Currency}
+	}
+	res, ue, err := outcome(r.Reservations.ReservationConfirm(ctx, scope, domain.ConfirmInput{ID: input.ID, OrderRef: input.OrderRef, Lines: snapshots}))
+	payload := &model.ConfirmReservationPayload{Reservation: res, UserErrors: ue}
+	if res != nil {
+		payload.Order = res.Order
+	}
+	return payload, err
+}
+
+// ReleaseReservation is the resolver for the releaseReservation field.
+func (r *mutationResolver) ReleaseReservation(ctx context.Context, input model.ReleaseReservationInput) (*model.ReservationPayload, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, ue, err := outcome(r.Reservations.ReservationRelease(ctx, scope, domain.ReleaseInput{ID: input.ID, Reason: orDefault(input.Reason, domain.ReasonOther)}))
+	return &model.ReservationPayload{Reservation: res, UserErrors: ue}, err
+}
+
+// ExtendReservation is the resolver for the extendReservation field.
+func (r *mutationResolver) ExtendReservation(ctx context.Context, input model.ExtendReservationInput) (*model.ReservationPayload, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, ue, err := outcome(r.Reservations.ReservationExtend(ctx, scope, domain.ExtendInput{ID: input.ID, TTLSeconds: input.TTLSeconds}))
+	return &model.ReservationPayload{Reservation: res, UserErrors: ue}, err
+}
+
 // IssueCheckoutToken is the resolver for the issueCheckoutToken field.
 func (r *mutationResolver) IssueCheckoutToken(ctx context.Context, checkoutID string, ttlSeconds *int) (*model.CheckoutToken, error) {
 	if err := auth.Authorize(ctx, auth.IssueCheckoutToken); err != nil {
@@ -96,6 +150,41 @@ func (r *queryResolver) Reconciliation(ctx context.Context) ([]domain.Reconcilia
 		return nil, err
 	}
 	return r.Reconciler.Reconciliation(ctx)
+}
+
+// Reservation is the resolver for the reservation field.
+func (r *queryResolver) Reservation(ctx context.Context, id string) (*domain.Reservation, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Reservations.ReservationGetByID(ctx, scope, id)
+}
+
+// CheckoutReservations is the resolver for the checkoutReservations field.
+func (r *queryResolver) CheckoutReservations(ctx context.Context, checkoutID string) ([]domain.Reservation, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
+		return nil, err
+	}
+	return r.Reservations.ReservationListByCheckout(ctx, checkoutID)
+}
+
+// Order is the resolver for the order field.
+func (r *queryResolver) Order(ctx context.Context, ref string) (*domain.Order, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Reservations.OrderGetByRef(ctx, scope, ref)
+}
+
+// InventoryHealth is the resolver for the inventoryHealth field.
+func (r *queryResolver) InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	h, err := r.Reservations.InventoryHealthGet(ctx)
+	return &h, err
 }
 
 // Mutation returns graph.MutationResolver implementation.

@@ -32,7 +32,7 @@ func availabilityFixture(t *testing.T) *testBundle {
 	setReserved(t, b, "HEADPHONES", "ZRH", 8)
 	// Pre-orders do not exist yet either: set supply the way the ledger would.
 	for _, p := range []struct {
-		loc                  string
+		loc                 string
 		pending, preordered int
 	}{{"BER", 7, 2}, {"AMS", 1, 3}} {
 		if _, err := b.pool.Exec(b.ctx, `

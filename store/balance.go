@@ -54,8 +54,15 @@ func resolveBalance(ctx context.Context, tx pgx.Tx, sku, location string) (balan
 type movement struct {
 	onHand, reserved, pendingSupply, preordered int
 	cause, reason, reference                    string
-	reservationID                               *int64
+	reservationID                               *string
+	// claim makes the change conditional on on_hand - reserved >= reserved
+	// delta: the seeds' conditional claim. applyMovement then answers
+	// errNotAvailable instead of changing anything.
+	claim bool
 }
+
+// errNotAvailable is a claim that found too little stock.
+var errNotAvailable = errors.New("not enough available stock")
 
 // applyMovement changes a balance by m's deltas and appends m to the ledger in
 // one statement, returning the balance after the change. The balance row must
@@ -68,7 +75,7 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 				on_hand = on_hand + $3, reserved = reserved + $4,
 				pending_supply = pending_supply + $5, preordered = preordered + $6,
 				updated_at = now()
-			WHERE sku_id = $1 AND location_id = $2
+			WHERE sku_id = $1 AND location_id = $2 AND (NOT $12 OR on_hand - reserved >= $4)
 			RETURNING *
 		), ledger AS (
 			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta,
@@ -78,7 +85,7 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 		SELECT `+balanceColumns+`
 		FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`,
 		k.skuID, k.locationID, m.onHand, m.reserved, m.pendingSupply, m.preordered,
-		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID)
+		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim)
 	if err != nil {
 		return domain.Balance{}, err
 	}
@@ -87,6 +94,9 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 		return b, domain.InvalidInput([]string{"input"}, "the change would take the balance past its maximum of 2147483647")
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
+		if m.claim {
+			return b, errNotAvailable
+		}
 		return b, errors.New("balance row vanished inside its transaction")
 	}
 	return b, err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -142,7 +143,7 @@ type movementRow struct {
 	Cause                                                           string
 	Reason, Reference                                               *string
 	Actor                                                           string
-	ReservationID                                                   *int64
+	ReservationID                                                   *string // read as text, whatever the column's type
 }
 
 // movementsOf returns a balance's ledger rows in the order they were written.
@@ -150,7 +151,7 @@ func movementsOf(t tb, b *testBundle, sku, loc string) []movementRow {
 	t.Helper()
 	rows, err := b.pool.Query(b.ctx, `
 		SELECT m.on_hand_delta, m.reserved_delta, m.pending_supply_delta, m.preordered_delta,
-		       m.cause, m.reason, m.reference, m.actor, m.reservation_id
+		       m.cause, m.reason, m.reference, m.actor, m.reservation_id::text
 		FROM stock_movements m JOIN skus s ON s.id = m.sku_id JOIN locations l ON l.id = m.location_id
 		WHERE s.code = $1 AND l.code = $2
 		ORDER BY m.id`, sku, loc)
@@ -193,3 +194,11 @@ func requireReconciled(t tb, b *testBundle) {
 }
 
 var _ tb = (*testing.T)(nil)
+
+// optInt prints an optional int for failure messages.
+func optInt(p *int) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return strconv.Itoa(*p)
+}

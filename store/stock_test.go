@@ -191,7 +191,7 @@ func TestStockAdjust(t *testing.T) {
 	// Below zero with nothing reserved: BELOW_RESERVED, all of on hand removable.
 	e := refuse("decrease below zero", valid(func(in *domain.AdjustStockInput) { in.Delta = -18 }), domain.CodeBelowReserved)
 	if e.Available == nil || *e.Available != 17 || e.SKU != "HEADPHONES" {
-		t.Fatalf("below zero: Available %v SKU %q, want 17 HEADPHONES", e.Available, e.SKU)
+		t.Fatalf("below zero: Available %s SKU %q, want 17 HEADPHONES", optInt(e.Available), e.SKU)
 	}
 	// Exactly to zero is allowed, and back.
 	if bal, err := adjust(-17, nil); err != nil || bal.OnHand != 0 {
@@ -207,7 +207,7 @@ func TestStockAdjust(t *testing.T) {
 	for _, delta := range []int{-19, -30, -31} {
 		e := refuse("decrease below reserved", valid(func(in *domain.AdjustStockInput) { in.Delta = delta }), domain.CodeBelowReserved)
 		if e.Available == nil || *e.Available != 30-12 {
-			t.Fatalf("delta %d: Available %v, want 18", delta, e.Available)
+			t.Fatalf("delta %d: Available %s, want 18", delta, optInt(e.Available))
 		}
 	}
 	bal, err = adjust(-18, nil)
@@ -219,7 +219,7 @@ func TestStockAdjust(t *testing.T) {
 	}
 	e = refuse("decrease with nothing available", valid(func(in *domain.AdjustStockInput) { in.Delta = -1 }), domain.CodeBelowReserved)
 	if e.Available == nil || *e.Available != 0 {
-		t.Fatalf("nothing available: Available %v, want 0", e.Available)
+		t.Fatalf("nothing available: Available %s, want 0", optInt(e.Available))
 	}
 	// Increases are always fine while holds exist.
 	if bal, err = adjust(+8, nil); err != nil || bal.OnHand != 20 || bal.Reserved != 12 {

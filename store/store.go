@@ -13,19 +13,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
 // Store implements the domain services on PostgreSQL.
 type Store struct {
 	pool *pgxpool.Pool
-	// MaxAttempts bounds how often a transaction that lost a deadlock or a
+	// river inserts jobs inside the store's transactions (InsertTx), so a job
+	// exists exactly when the change that needs it committed. It never works
+	// jobs; package jobs runs the client that does.
+	river *river.Client[pgx.Tx]
+	// maxAttempts bounds how often a transaction that lost a deadlock or a
 	// serialization race is run again.
 	maxAttempts int
 }
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, maxAttempts: 5}
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		panic("store: an insert-only River client needs no configuration: " + err.Error())
+	}
+	return &Store{pool: pool, river: inserter, maxAttempts: 8}
 }
 
 // Pool exposes the pool for wiring (River, migrations, health); not for SQL.

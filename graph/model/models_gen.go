@@ -30,6 +30,19 @@ type CheckoutToken struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+type ConfirmReservationInput struct {
+	ID string `json:"id"`
+	// The client's order reference, unique across the store.
+	OrderRef string                   `json:"orderRef"`
+	Lines    []OrderLineSnapshotInput `json:"lines,omitempty"`
+}
+
+type ConfirmReservationPayload struct {
+	Reservation *domain.Reservation `json:"reservation,omitempty"`
+	Order       *domain.Order       `json:"order,omitempty"`
+	UserErrors  []UserError         `json:"userErrors"`
+}
+
 type CreateLocationInput struct {
 	Code string `json:"code"`
 	Name string `json:"name"`
@@ -53,7 +66,23 @@ type CreateSkuPayload struct {
 	UserErrors []UserError `json:"userErrors"`
 }
 
+type ExtendReservationInput struct {
+	ID string `json:"id"`
+	// The new deadline is this many seconds from now: 1..86400.
+	TTLSeconds int `json:"ttlSeconds"`
+}
+
 type Mutation struct {
+}
+
+// What the buyer saw for a SKU, kept on the order.
+type OrderLineSnapshotInput struct {
+	Sku   string  `json:"sku"`
+	Title *string `json:"title,omitempty"`
+	// A decimal such as 19.99.
+	UnitPrice *string `json:"unitPrice,omitempty"`
+	// ISO 4217, e.g. EUR.
+	Currency *string `json:"currency,omitempty"`
 }
 
 type Query struct {
@@ -66,6 +95,42 @@ type ReceiveStockInput struct {
 	Quantity int `json:"quantity"`
 	// Delivery note, purchase order or other document; kept in the ledger.
 	Reference string `json:"reference"`
+}
+
+type ReleaseReservationInput struct {
+	ID string `json:"id"`
+	// Default OTHER.
+	Reason *domain.ReleaseReason `json:"reason,omitempty"`
+}
+
+type ReservationPayload struct {
+	Reservation *domain.Reservation `json:"reservation,omitempty"`
+	UserErrors  []UserError         `json:"userErrors"`
+}
+
+type ReserveInput struct {
+	CheckoutID string `json:"checkoutId"`
+	// Names this request: a retry with the same inputs returns the same reservation.
+	RequestKey string `json:"requestKey"`
+	// 1..100 lines, reserved all or nothing.
+	Lines []ReserveLineInput `json:"lines"`
+	// How long the hold lasts: 1..86400 seconds.
+	TTLSeconds *int `json:"ttlSeconds,omitempty"`
+}
+
+type ReserveLineInput struct {
+	Sku string `json:"sku"`
+	// Omit to source from locations in priority order (possibly several).
+	Location *string `json:"location,omitempty"`
+	// 1..1000000
+	Quantity int `json:"quantity"`
+}
+
+type ReservePayload struct {
+	Reservation *domain.Reservation `json:"reservation,omitempty"`
+	// True when this requestKey already named a reservation with the same inputs; it is returned in its current state.
+	Replayed   bool        `json:"replayed"`
+	UserErrors []UserError `json:"userErrors"`
 }
 
 // A business outcome: the request was understood, refused, and changed nothing.

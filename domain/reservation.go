@@ -1,0 +1,111 @@
+package domain
+
+import "time"
+
+// ReservationStatus is where a reservation is in its one-way life:
+// HELD -> CONFIRMED | RELEASED | EXPIRED. The values are the GraphQL enum names.
+type ReservationStatus string
+
+const (
+	StatusHeld      ReservationStatus = "HELD"
+	StatusConfirmed ReservationStatus = "CONFIRMED"
+	StatusReleased  ReservationStatus = "RELEASED"
+	StatusExpired   ReservationStatus = "EXPIRED"
+)
+
+// ReleaseReason says why a hold was given back. The values are the GraphQL
+// enum names.
+type ReleaseReason string
+
+const (
+	ReasonPaymentFailed     ReleaseReason = "PAYMENT_FAILED"
+	ReasonFraudRejected     ReleaseReason = "FRAUD_REJECTED"
+	ReasonCustomerCancelled ReleaseReason = "CUSTOMER_CANCELLED"
+	ReasonCheckoutAbandoned ReleaseReason = "CHECKOUT_ABANDONED"
+	ReasonOther             ReleaseReason = "OTHER"
+)
+
+// Valid reports whether r is a known reason.
+func (r ReleaseReason) Valid() bool {
+	switch r {
+	case ReasonPaymentFailed, ReasonFraudRejected, ReasonCustomerCancelled, ReasonCheckoutAbandoned, ReasonOther:
+		return true
+	}
+	return false
+}
+
+// Reservation is a basket's hold on stock, named by (CheckoutID, RequestKey).
+type Reservation struct {
+	ID            string
+	CheckoutID    string
+	RequestKey    string
+	Status        ReservationStatus
+	ExpiresAt     time.Time
+	CreatedAt     time.Time
+	ReleaseReason *ReleaseReason
+	Lines         []ReservationLine
+	// Order is the order a confirm wrote, nil until then.
+	Order *Order
+}
+
+// ReservationLine is stock held at one location. An input line without a
+// location may become several lines, one per location it was sourced from;
+// InputLine is the index of the input line it came from.
+type ReservationLine struct {
+	InputLine        int
+	SKU              string
+	Location         string
+	Quantity         int
+	PreorderQuantity int
+}
+
+// Order is written in the same transaction as the confirm that sells the stock.
+type Order struct {
+	Ref        string
+	CheckoutID string
+	CreatedAt  time.Time
+	Lines      []OrderLine
+}
+
+// OrderLine is one sold reservation line with the snapshot the buyer saw.
+type OrderLine struct {
+	SKU          string
+	Location     string
+	Quantity     int
+	Title        *string
+	UnitPrice    *string
+	Currency     *string
+	Codes        []string
+	PendingCodes int
+}
+
+// Scope limits whose reservations and orders a call may see or change. The zero
+// value is every checkout (service and admin); a checkout token gets its own.
+type Scope struct {
+	CheckoutID string
+}
+
+// Allows reports whether the scope covers checkoutID.
+func (s Scope) Allows(checkoutID string) bool {
+	return s.CheckoutID == "" || s.CheckoutID == checkoutID
+}
+
+// InventoryHealth is what on-call looks at first.
+type InventoryHealth struct {
+	HeldReservations int
+	// OverdueHolds are held past their deadline: a few seconds' worth is
+	// normal, a growing number means expiry is not running.
+	OverdueHolds          int
+	HeldByAge             []AgeBucket
+	AllocationFailureRate float64 // OUT_OF_STOCK share of reserve attempts, last hour
+	LastSweepReleased     *int
+	LastSweepAt           *time.Time
+}
+
+// AgeBucket counts held reservations at least MinAgeSeconds old (and younger
+// than the next bucket).
+type AgeBucket struct {
+	Label         string
+	MinAgeSeconds int
+	Count         int
+}

@@ -1,0 +1,91 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"inventory/domain"
+	"inventory/store"
+)
+
+// Expirer expires one hold when due. store.Store is one.
+type Expirer interface {
+	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, err error)
+}
+
+// ExpiryWorker works the per-reservation expiry job inserted by reserve. The
+// job may run early (the hold was extended): it then snoozes to the new
+// deadline. Running it after the hold ended is harmless.
+type ExpiryWorker struct {
+	river.WorkerDefaults[store.ReservationExpiryArgs]
+	Expirer Expirer
+}
+
+// Work expires the hold or snoozes until its deadline.
+func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[store.ReservationExpiryArgs]) error {
+	notBefore, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
+	if err != nil {
+		return fmt.Errorf("expire %s: %w", job.Args.ReservationID, err)
+	}
+	if notBefore != nil {
+		return river.JobSnooze(max(time.Until(*notBefore), 0) + 10*time.Millisecond)
+	}
+	return nil
+}
+
+// SweepArgs asks for one sweeper pass.
+type SweepArgs struct{}
+
+// Kind names the job in River's tables.
+func (SweepArgs) Kind() string { return "reservation_sweep" }
+
+// Sweeper expires holds overdue by more than Grace, in batches of
+// BatchSize, as a backstop behind the expiry jobs.
+type Sweeper interface {
+	ReservationSweepOverdue(ctx context.Context, grace time.Duration, limit int) (int, error)
+	HousekeepingPrune(ctx context.Context, keep time.Duration) error
+}
+
+// SweepWorker is the periodic backstop: expiry jobs should leave it nothing
+// to do, so every hold it releases is logged at WARN as a sign that something
+// upstream (workers down, queue backed up) is broken.
+type SweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	Sweeper   Sweeper
+	Logger    *slog.Logger
+	Grace     time.Duration
+	BatchSize int
+	// MaxBatches bounds one pass, so a huge backlog is worked off over
+	// several passes rather than in one long job.
+	MaxBatches int
+}
+
+// Work runs one pass: batches until one comes back short, then prunes old
+// health records.
+func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	ctx = systemActor(ctx, "sweeper")
+	total := 0
+	for range w.MaxBatches {
+		n, err := w.Sweeper.ReservationSweepOverdue(ctx, w.Grace, w.BatchSize)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		total += n
+		if n < w.BatchSize {
+			break
+		}
+	}
+	if total > 0 {
+		w.Logger.WarnContext(ctx, "sweeper released overdue holds: expiry jobs are late or lost", "released", total)
+	}
+	return w.Sweeper.HousekeepingPrune(ctx, 24*time.Hour)
+}
+
+// systemActor marks ledger rows written by background work.
+func systemActor(ctx context.Context, name string) context.Context {
+	return domain.WithActor(ctx, domain.Actor{Role: domain.RoleAdmin, Name: "system:" + name})
+}

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+// ReservationExpiryArgs is the River job that expires one hold at its
+// deadline. It is inserted in the reserve transaction (and again when a hold
+// is shortened); package jobs works it.
+type ReservationExpiryArgs struct {
+	ReservationID string `json:"reservation_id"`
+}
+
+// Kind names the job in River's tables.
+func (ReservationExpiryArgs) Kind() string { return "reservation_expiry" }
+
+// ReservationExpire expires a hold if it is still held and due. If it is held
+// but not yet due (the hold was extended), it returns the new deadline and the
+// caller runs again then. Any other state means the hold already ended, which
+// is not an error: the job's work is done.
+func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		notBefore = nil
+		var status string
+		var due bool
+		var expiresAt time.Time
+		err := tx.QueryRow(ctx, `SELECT status, expires_at <= clock_timestamp(), expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+			Scan(&status, &due, &expiresAt)
+		if err != nil || status != "held" {
+			return err
+		}
+		if !due {
+			notBefore = &expiresAt
+			return nil
+		}
+		return endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
+	})
+	return notBefore, wrap("ReservationExpire", err)
+}
+
+// ReservationSweepOverdue is the backstop behind the expiry jobs: it expires
+// up to limit holds overdue by more than grace, skipping rows another
+// transaction has locked (their confirm, release or expiry is under way), and
+// records the pass for the health report. It returns how many it expired; a
+// non-zero count means expiry jobs are late or lost.
+func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM reservations
+			WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
+			ORDER BY expires_at
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED`, grace.Seconds(), limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if err := endHolds(ctx, tx, ids, domain.StatusExpired, nil); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		_, err = tx.Exec(ctx, `INSERT INTO sweeper_runs (released) VALUES ($1)`, n)
+		return err
+	})
+	return n, wrap("ReservationSweepOverdue", err)
+}
+
+// HousekeepingPrune deletes health records older than keep: allocation
+// failures and sweeper passes. Reservations, orders and the ledger are kept.
+func (s *Store) HousekeepingPrune(ctx context.Context, keep time.Duration) error {
+	_, err := s.pool.Exec(ctx, `
+		WITH a AS (DELETE FROM allocation_failures WHERE at < now() - make_interval(secs => $1))
+		DELETE FROM sweeper_runs WHERE at < now() - make_interval(secs => $1)
+		  AND id <> (SELECT max(id) FROM sweeper_runs)`, keep.Seconds())
+	return wrap("HousekeepingPrune", err)
+}

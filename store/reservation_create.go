@@ -1,0 +1,148 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"inventory/domain"
+)
+
+// errTwinWon means another request with the same (checkout, key) committed
+// first; the caller reads that one instead.
+var errTwinWon = errors.New("a concurrent request with the same key won")
+
+// ReservationCreate reserves a basket all-or-nothing in one transaction:
+//
+//  1. insert the reservation row. The UNIQUE (checkout_id, request_key) index
+//     makes a concurrent twin wait here until the first commits or rolls back,
+//     so two requests with one key never both claim stock. If the key already
+//     names a reservation, roll back and return that one (a replay), read in a
+//     fresh transaction so it is seen whatever the isolation level;
+//  2. claim every line with a conditional UPDATE, in (sku, location) order so
+//     two baskets never wait on each other in a cycle;
+//  3. insert the River job that expires the hold at its deadline.
+//
+// If a line cannot be had, everything rolls back to a savepoint and only the
+// allocation failure is recorded, for the health report.
+func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (domain.Reservation, bool, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Reservation{}, false, err
+	}
+	fp := fingerprint(in)
+	var res domain.Reservation
+	var refused error // OUT_OF_STOCK: the transaction commits only the failure record
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		refused = nil
+		var id string
+		var expiresAt time.Time
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // savepoint
+			err := sp.QueryRow(ctx, `
+				INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+				VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+				ON CONFLICT (checkout_id, request_key) DO NOTHING
+				RETURNING id, expires_at`, in.CheckoutID, in.RequestKey, fp, in.TTLSeconds).Scan(&id, &expiresAt)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errTwinWon
+			}
+			if err != nil {
+				return err
+			}
+			return claimBasket(ctx, sp, id, in.Lines)
+		})
+		if e, ok := domain.AsError(err); ok && e.Code == domain.CodeOutOfStock {
+			// The savepoint is rolled back: nothing is held. Record the failure.
+			refused = err
+			_, err = tx.Exec(ctx, `INSERT INTO allocation_failures (checkout_id, sku_id) SELECT $1, id FROM skus WHERE code = $2`,
+				in.CheckoutID, e.SKU)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: id}, &river.InsertOpts{ScheduledAt: expiresAt}); err != nil {
+			return fmt.Errorf("schedule expiry: %w", err)
+		}
+		res, err = loadReservation(ctx, tx, id)
+		return err
+	})
+	if err == nil && refused != nil {
+		return domain.Reservation{}, false, refused
+	}
+	if errors.Is(err, errTwinWon) {
+		return s.replay(ctx, in, fp)
+	}
+	return res, false, wrap("ReservationCreate", err)
+}
+
+// replay returns the reservation that (checkout, key) already names, if it was
+// made with the same inputs.
+func (s *Store) replay(ctx context.Context, in domain.ReserveInput, fp []byte) (domain.Reservation, bool, error) {
+	var res domain.Reservation
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var id string
+		var stored []byte
+		if err := tx.QueryRow(ctx, `SELECT id, fingerprint FROM reservations WHERE checkout_id = $1 AND request_key = $2`,
+			in.CheckoutID, in.RequestKey).Scan(&id, &stored); err != nil {
+			return err
+		}
+		if string(stored) != string(fp) {
+			return &domain.Error{Code: domain.CodeIdempotencyKeyReused, Field: []string{"input", "requestKey"},
+				Message: "requestKey " + strconv.Quote(in.RequestKey) + " was already used for a different request; use a new key for new inputs"}
+		}
+		var err error
+		res, err = loadReservation(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return domain.Reservation{}, false, wrap("ReservationCreate.replay", err)
+	}
+	return res, true, nil
+}
+
+// fingerprint identifies a reserve request's inputs regardless of line order,
+// so a retry that rebuilt the basket in another order is still a retry.
+func fingerprint(in domain.ReserveInput) []byte {
+	type line struct {
+		SKU      string  `json:"s"`
+		Location *string `json:"l"`
+		Quantity int     `json:"q"`
+	}
+	lines := make([]line, len(in.Lines))
+	for i, l := range in.Lines {
+		lines[i] = line{l.SKU, l.Location, l.Quantity}
+	}
+	slices.SortFunc(lines, func(a, b line) int {
+		return cmp.Or(cmp.Compare(a.SKU, b.SKU), cmp.Compare(deref(a.Location), deref(b.Location)),
+			cmp.Compare(boolInt(a.Location != nil), boolInt(b.Location != nil)), cmp.Compare(a.Quantity, b.Quantity))
+	})
+	b, _ := json.Marshal(struct {
+		Lines []line `json:"lines"`
+		TTL   int    `json:"ttl"`
+	}{lines, in.TTLSeconds}) // plain structs: cannot fail
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+// querier is what read helpers need: a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const reservationColumns = `r.id, r.checkout_id, r.request_key, r.status, r.expires_at, r.created_at, r.release_reason`
+
+func scanReservation(row pgx.Row) (domain.Reservation, error) {
+	var r domain.Reservation
+	var status string
+	var reason *string
+	if err := row.Scan(&r.ID, &r.CheckoutID, &r.RequestKey, &status, &r.ExpiresAt, &r.CreatedAt, &reason); err != nil {
+		return r, err
+	}
+	r.Status = domain.ReservationStatus(strings.ToUpper(status))
+	if reason != nil {
+		rr := domain.ReleaseReason(strings.ToUpper(*reason))
+		r.ReleaseReason = &rr
+	}
+	return r, nil
+}
+
+// loadReservation reads a reservation with its lines and, once confirmed, its
+// order.
+func loadReservation(ctx context.Context, q querier, id string) (domain.Reservation, error) {
+	r, err := scanReservation(q.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.id = $1`, id))
+	if err != nil {
+		return r, err
+	}
+	list := []domain.Reservation{r}
+	if err := loadDetails(ctx, q, list); err != nil {
+		return r, err
+	}
+	return list[0], nil
+}
+
+// loadDetails fills in lines and orders for a list of reservations with one
+// query each, whatever the list's length.
+func loadDetails(ctx context.Context, q querier, list []domain.Reservation) error {
+	ids := make([]string, len(list))
+	byID := make(map[string]*domain.Reservation, len(list))
+	for i := range list {
+		ids[i] = list[i].ID
+		list[i].Lines = []domain.ReservationLine{}
+		byID[list[i].ID] = &list[i]
+	}
+	rows, err := q.Query(ctx, `
+		SELECT rl.reservation_id, rl.line_no, s.code, l.code, rl.quantity, rl.preorder_quantity
+		FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id JOIN locations l ON l.id = rl.location_id
+		WHERE rl.reservation_id = ANY($1::uuid[])
+		ORDER BY rl.line_no, l.priority, l.code`, ids)
+	if err != nil {
+		return err
+	}
+	var rid string
+	var line domain.ReservationLine
+	if _, err := pgx.ForEachRow(rows, []any{&rid, &line.InputLine, &line.SKU, &line.Location, &line.Quantity, &line.PreorderQuantity}, func() error {
+		byID[rid].Lines = append(byID[rid].Lines, line)
+		return nil
+	}); err != nil {
+		return err
+	}
+	orders, err := loadOrders(ctx, q, `o.reservation_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return err
+	}
+	for _, o := range orders {
+		byID[o.reservationID].Order = &o.Order
+	}
+	return nil
+}
+
+// orderWithReservation is an order and the reservation it sold.
+type orderWithReservation struct {
+	domain.Order
+	reservationID string
+}
+
+// loadOrders reads the orders matching where (over orders o, with $1) and
+// their lines.
+func loadOrders(ctx context.Context, q querier, where string, arg any) ([]orderWithReservation, error) {
+	rows, err := q.Query(ctx, `
+		SELECT o.id, o.ref, o.checkout_id, o.created_at, o.reservation_id,
+		       s.code, l.code, ol.quantity, ol.title, ol.unit_price, ol.currency
+		FROM orders o
+		JOIN order_lines ol ON ol.order_id = o.id
+		JOIN skus s ON s.id = ol.sku_id JOIN locations l ON l.id = ol.location_id
+		WHERE `+where+`
+		ORDER BY o.id, ol.id`, arg)
+	if err != nil {
+		return nil, err
+	}
+	var out []orderWithReservation
+	var id, lastID int64
+	var o orderWithReservation
+	var ol domain.OrderLine
+	_, err = pgx.ForEachRow(rows, []any{&id, &o.Ref, &o.CheckoutID, &o.CreatedAt, &o.reservationID,
+		&ol.SKU, &ol.Location, &ol.Quantity, &ol.Title, &ol.UnitPrice, &ol.Currency}, func() error {
+		if len(out) == 0 || id != lastID {
+			out = append(out, orderWithReservation{Order: domain.Order{Ref: o.Ref, CheckoutID: o.CheckoutID, CreatedAt: o.CreatedAt}, reservationID: o.reservationID})
+			lastID = id
+		}
+		ol.Codes = []string{}
+		cur := &out[len(out)-1]
+		cur.Lines = append(cur.Lines, ol)
+		ol = domain.OrderLine{}
+		return nil
+	})
+	return out, err
+}
+
+// ReservationGetByID returns the reservation, or nil when it does not exist,
+// the id is malformed, or it is outside scope: a checkout cannot tell another
+// checkout's reservation from none.
+func (s *Store) ReservationGetByID(ctx context.Context, scope domain.Scope, id string) (*domain.Reservation, error) {
+	if uuid.Validate(id) != nil {
+		return nil, nil
+	}
+	var out *domain.Reservation
+	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		r, err := loadReservation(ctx, tx, id)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !scope.Allows(r.CheckoutID) {
+			return nil
+		}
+		out = &r
+		return err
+	})
+	return out, wrap("ReservationGetByID", err)
+}
+
+// ReservationListByCheckout returns a checkout's reservations, newest first.
+func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string) ([]domain.Reservation, error) {
+	if err := domain.CheckIdentifier([]string{"checkoutId"}, checkoutID); err != nil {
+		return nil, domain.Limitf("%s", err.(*domain.Error).Message)
+	}
+	var out []domain.Reservation
+	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.checkout_id = $1 ORDER BY r.created_at DESC, r.id`, checkoutID)
+		if err != nil {
+			return err
+		}
+		if out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Reservation, error) { return scanReservation(r) }); err != nil {
+			return err
+		}
+		return loadDetails(ctx, tx, out)
+	})
+	return out, wrap("ReservationListByCheckout", err)
+}
+
+// OrderGetByRef returns the order, or nil when it does not exist or is outside
+// scope.
+func (s *Store) OrderGetByRef(ctx context.Context, scope domain.Scope, ref string) (*domain.Order, error) {
+	orders, err := loadOrders(ctx, s.pool, `o.ref = $1`, ref)
+	if err != nil {
+		return nil, wrap("OrderGetByRef", err)
+	}
+	if len(orders) == 0 || !scope.Allows(orders[0].CheckoutID) {
+		return nil, nil
+	}
+	return &orders[0].Order, nil
+}
+
+// readTx is a consistent read-only snapshot across a read's several queries.
+var readTx = pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}

@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"inventory/domain"
+)
+
+// lockedReservation is a reservation row locked FOR UPDATE, with what the
+// transitions decide on. due is evaluated with clock_timestamp() after the lock
+// was granted, so a confirm that waited behind the expiry job sees the truth.
+type lockedReservation struct {
+	checkoutID string
+	status     domain.ReservationStatus
+	due        bool
+	expiresAt  time.Time
+}
+
+// lockReservation locks the reservation for a transition. A malformed id, an
+// unknown one and one outside scope are all NOT_FOUND: a checkout cannot probe
+// for other checkouts' reservations.
+func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id string) (lockedReservation, error) {
+	var r lockedReservation
+	notFound := &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation " + strconv.Quote(id)}
+	if uuid.Validate(id) != nil {
+		return r, notFound
+	}
+	var status string
+	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at <= clock_timestamp(), expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+		Scan(&r.checkoutID, &status, &r.due, &r.expiresAt)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !scope.Allows(r.checkoutID) {
+		return r, notFound
+	}
+	r.status = domain.ReservationStatus(strings.ToUpper(status))
+	return r, err
+}
+
+// ReservationConfirm sells a held reservation: in one transaction it marks it
+// confirmed (only while expires_at > clock_timestamp(), checked after the row
+// lock), takes the stock off on_hand and reserved with ledger rows, and writes
+// the order with the buyer's snapshots. Confirming again with the same orderRef
+// returns the same result; after the deadline it is RESERVATION_EXPIRED even if
+// the expiry job has not run yet.
+func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in domain.ConfirmInput) (domain.Reservation, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Reservation{}, err
+	}
+	var res domain.Reservation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		r, err := lockReservation(ctx, tx, scope, in.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.status == domain.StatusConfirmed:
+			var ref string
+			if err := tx.QueryRow(ctx, `SELECT ref FROM orders WHERE reservation_id = $1`, in.ID).Scan(&ref); err != nil {
+				return err
+			}
+			if ref != in.OrderRef {
+				return invalidTransition("reservation is already confirmed as order %s", ref)
+			}
+		case r.status == domain.StatusReleased:
+			return invalidTransition("reservation was released; reserve again")
+		case r.status == domain.StatusExpired || r.due:
+			return &domain.Error{Code: domain.CodeReservationExpired, Field: []string{"input", "id"},
+				Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
+		default:
+			if err := writeOrder(ctx, tx, in); err != nil {
+				return err
+			}
+			if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil); err != nil {
+				return err
+			}
+		}
+		res, err = loadReservation(ctx, tx, in.ID)
+		return err
+	})
+	return res, wrap("ReservationConfirm", err)
+}
+
+// writeOrder inserts the order and one order line per reservation line, with
+// the snapshot given for its SKU.
+func writeOrder(ctx context.Context, tx pgx.Tx, in domain.ConfirmInput) error {
+	var checkoutID string
+	var orderID int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO orders (ref, reservation_id, checkout_id)
+		SELECT $1, id, checkout_id FROM reservations WHERE id = $2
+		ON CONFLICT (ref) DO NOTHING
+		RETURNING id, checkout_id`, in.OrderRef, in.ID).Scan(&orderID, &checkoutID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &domain.Error{Code: domain.CodeAlreadyExists, Field: []string{"input", "orderRef"},
+			Message: "orderRef " + strconv.Quote(in.OrderRef) + " already names another order"}
+	}
+	if err != nil {
+		return err
+	}
+	n := len(in.Lines)
+	skus, titles, prices, currencies := make([]string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	for i, l := range in.Lines {
+		skus[i], titles[i], prices[i], currencies[i] = l.SKU, l.Title, l.UnitPrice, l.Currency
+	}
+	var unmatched *int
+	if err := tx.QueryRow(ctx, `
+		SELECT min(snap.ord) - 1 FROM unnest($1::text[]) WITH ORDINALITY AS snap(sku, ord)
+		WHERE NOT EXISTS (SELECT FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id
+		                  WHERE rl.reservation_id = $2 AND s.code = snap.sku)`, skus, in.ID).Scan(&unmatched); err != nil {
+		return err
+	}
+	if unmatched != nil {
+		return &domain.Error{Code: domain.CodeInvalidInput, Line: unmatched, SKU: skus[*unmatched],
+			Field:   []string{"input", "lines", strconv.Itoa(*unmatched), "sku"},
+			Message: "snapshot for SKU " + skus[*unmatched] + ", which is not in this reservation"}
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency)
+		SELECT $1, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency
+		FROM reservation_lines rl
+		JOIN skus s ON s.id = rl.sku_id
+		LEFT JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS snap(sku, title, price, currency) ON snap.sku = s.code
+		WHERE rl.reservation_id = $2
+		ORDER BY rl.line_no, rl.id`, orderID, in.ID, skus, titles, prices, currencies)
+	return err
+}
+
+// ReservationRelease gives a held reservation's stock back. Releasing a
+// reservation that was already released or has expired returns it as it is
+// (the stock is not held either way); releasing a confirmed one is
+// INVALID_TRANSITION.
+func (s *Store) ReservationRelease(ctx context.Context, scope domain.Scope, in domain.ReleaseInput) (domain.Reservation, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Reservation{}, err
+	}
+	var res domain.Reservation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		r, err := lockReservation(ctx, tx, scope, in.ID)
+		if err != nil {
+			return err
+		}
+		switch r.status {
+		case domain.StatusConfirmed:
+			return invalidTransition("reservation is confirmed; a sold order is not released")
+		case domain.StatusHeld:
+			if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason); err != nil {
+				return err
+			}
+		}
+		res, err = loadReservation(ctx, tx, in.ID)
+		return err
+	})
+	return res, wrap("ReservationRelease", err)
+}
+
+// ReservationExtend moves a held hold's deadline to ttlSeconds from now. Only
+// while held and not yet due. When the deadline moves later, the existing
+// expiry job snoozes when it runs early; when it moves earlier, a new job is
+// scheduled at the new deadline.
+func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in domain.ExtendInput) (domain.Reservation, error) {
+	if err := in.Validate(); err != nil {
+		return domain.Reservation{}, err
+	}
+	var res domain.Reservation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		r, err := lockReservation(ctx, tx, scope, in.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.status == domain.StatusConfirmed || r.status == domain.StatusReleased:
+			return invalidTransition("reservation is %s; only a held reservation can be extended", strings.ToLower(string(r.status)))
+		case r.status == domain.StatusExpired || r.due:
+			return &domain.Error{Code: domain.CodeReservationExpired, Field: []string{"input", "id"},
+				Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
+		}
+		var expiresAt time.Time
+		if err := tx.QueryRow(ctx, `
+			UPDATE reservations SET expires_at = clock_timestamp() + make_interval(secs => $2), updated_at = now()
+			WHERE id = $1 RETURNING expires_at`, in.ID, in.TTLSeconds).Scan(&expiresAt); err != nil {
+			return err
+		}
+		if expiresAt.Before(r.expiresAt) {
+			if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: in.ID}, &river.InsertOpts{ScheduledAt: expiresAt}); err != nil {
+				return fmt.Errorf("schedule expiry: %w", err)
+			}
+		}
+		res, err = loadReservation(ctx, tx, in.ID)
+		return err
+	})
+	return res, wrap("ReservationExtend", err)
+}
+
+// endHolds moves held reservations (locked by the caller) to a terminal status
+// and gives their stock back: confirmed takes it off on_hand and reserved,
+// released and expired off reserved only. Balance rows are locked in (sku,
+// location) order before they change, the one lock order every writer uses.
+// Each reservation line writes its ledger row.
+func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
+	var dbReason *string
+	if reason != nil {
+		r := strings.ToLower(string(*reason))
+		dbReason = &r
+	}
+	cause := strings.ToLower(string(status))
+	tag, err := tx.Exec(ctx, `
+		UPDATE reservations SET status = $2, release_reason = $3, ended_at = now(), updated_at = now()
+		WHERE id = ANY($1::uuid[]) AND status = 'held'`, ids, cause, dbReason)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		return fmt.Errorf("endHolds: %d of %d reservations were held", tag.RowsAffected(), len(ids))
+	}
+	if _, err := tx.Exec(ctx, `
+		SELECT FROM balances
+		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
+		ORDER BY sku_id, location_id
+		FOR UPDATE`, ids); err != nil {
+		return err
+	}
+	sold := status == domain.StatusConfirmed
+	if _, err := tx.Exec(ctx, `
+		UPDATE balances b
+		SET reserved = b.reserved - t.q, on_hand = b.on_hand - CASE WHEN $2 THEN t.q ELSE 0 END, updated_at = now()
+		FROM (SELECT sku_id, location_id, sum(quantity)::int AS q FROM reservation_lines
+		      WHERE reservation_id = ANY($1::uuid[]) GROUP BY sku_id, location_id) t
+		WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id`, ids, sold); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, cause, actor, reservation_id)
+		SELECT sku_id, location_id, CASE WHEN $2 THEN -quantity ELSE 0 END, -quantity, $3, $4, reservation_id
+		FROM reservation_lines WHERE reservation_id = ANY($1::uuid[])
+		ORDER BY reservation_id, id`, ids, sold, cause, domain.ActorFrom(ctx).Name)
+	return err
+}
+
+func invalidTransition(format string, args ...any) error {
+	return &domain.Error{Code: domain.CodeInvalidTransition, Field: []string{"input", "id"}, Message: fmt.Sprintf(format, args...)}
+}
