@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,7 +37,25 @@ func setup(t *testing.T) *testServer {
 		"INVENTORY_DB_MAX_CONNS": "10",
 		"INVENTORY_LOG_LEVEL":    "warn",
 	}
-	cfg, err := loadConfig(func(k string) string { return env[k] })
+	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	ts := &testServer{t: t, env: env, db: db}
+	ts.url, ts.shutdown = ts.startInstance()
+	ts.admin = ts.cli("token", "create", "--role", "admin", "--name", "test-admin")
+	ts.service = ts.cli("token", "create", "--role", "service", "--name", "test-service")
+	return ts
+}
+
+// startInstance boots one more server process-equivalent on the same
+// database, as a second instance behind a load balancer would be, and returns
+// its URL and a shutdown function (also run at cleanup if not called).
+func (ts *testServer) startInstance() (string, func() error) {
+	t := ts.t
+	t.Helper()
+	cfg, err := loadConfig(func(k string) string { return ts.env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,25 +65,18 @@ func setup(t *testing.T) *testServer {
 		cancel()
 		t.Fatal(err)
 	}
-	shutdown := func() error { cancel(); return srv.Wait() }
-	stopped := false
+	var once sync.Once
+	var shutdownErr error
+	shutdown := func() error {
+		once.Do(func() { cancel(); shutdownErr = srv.Wait() })
+		return shutdownErr
+	}
 	t.Cleanup(func() {
-		if !stopped {
-			if err := shutdown(); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
+		if err := shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
 		}
 	})
-	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	ts := &testServer{t: t, url: srv.URL, env: env, db: db}
-	ts.shutdown = func() error { stopped = true; return shutdown() }
-	ts.admin = ts.cli("token", "create", "--role", "admin", "--name", "test-admin")
-	ts.service = ts.cli("token", "create", "--role", "service", "--name", "test-service")
-	return ts
+	return srv.URL, shutdown
 }
 
 // cli runs one CLI command against the test database and returns the last
@@ -120,9 +133,19 @@ func (ts *testServer) gqlAuth(authorization, query string, vars map[string]any) 
 // post sends a raw body to /graphql.
 func (ts *testServer) post(authorization, contentType string, body []byte) gqlResponse {
 	ts.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, ts.url+"/graphql", bytes.NewReader(body))
+	r, err := postTo(ts.url, authorization, contentType, body)
 	if err != nil {
 		ts.t.Fatal(err)
+	}
+	return r
+}
+
+// postTo sends a raw body to /graphql of the instance at url. It does not
+// touch testing.T, so goroutines can call it.
+func postTo(url, authorization, contentType string, body []byte) (gqlResponse, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		return gqlResponse{}, err
 	}
 	req.Header.Set("Content-Type", contentType)
 	if authorization != "" {
@@ -130,18 +153,28 @@ func (ts *testServer) post(authorization, contentType string, body []byte) gqlRe
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		ts.t.Fatal(err)
+		return gqlResponse{}, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		ts.t.Fatal(err)
+		return gqlResponse{}, err
 	}
 	out := gqlResponse{Status: resp.StatusCode}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		ts.t.Fatalf("response is not JSON (%d): %s", resp.StatusCode, raw)
+		return out, fmt.Errorf("response is not JSON (%d): %s", resp.StatusCode, raw)
 	}
-	return out
+	return out, nil
+}
+
+// gqlTo POSTs one operation as bearer token to the instance at url, from any
+// goroutine.
+func gqlTo(url, token, query string, vars map[string]any) (gqlResponse, error) {
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		return gqlResponse{}, err
+	}
+	return postTo(url, "Bearer "+token, "application/json", body)
 }
 
 // mustData fails the test on any GraphQL error and decodes data[field] into v.
