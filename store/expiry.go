@@ -27,11 +27,14 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		notBefore = nil
 		var status string
-		var due bool
 		var expiresAt time.Time
-		err := tx.QueryRow(ctx, `SELECT status, expires_at <= clock_timestamp(), expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
-			Scan(&status, &due, &expiresAt)
+		err := tx.QueryRow(ctx, `SELECT status, expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+			Scan(&status, &expiresAt)
 		if err != nil || status != "held" {
+			return err
+		}
+		due, err := dueNow(ctx, tx, expiresAt)
+		if err != nil {
 			return err
 		}
 		if !due {

@@ -17,7 +17,8 @@ import (
 
 // lockedReservation is a reservation row locked FOR UPDATE, with what the
 // transitions decide on. due is evaluated with clock_timestamp() after the lock
-// was granted, so a confirm that waited behind the expiry job sees the truth.
+// was granted (see dueNow), so a confirm that waited behind the expiry job sees
+// the truth.
 type lockedReservation struct {
 	checkoutID string
 	status     domain.ReservationStatus
@@ -35,13 +36,28 @@ func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id stri
 		return r, notFound
 	}
 	var status string
-	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at <= clock_timestamp(), expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
-		Scan(&r.checkoutID, &status, &r.due, &r.expiresAt)
+	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+		Scan(&r.checkoutID, &status, &r.expiresAt)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && !scope.Allows(r.checkoutID) {
 		return r, notFound
 	}
+	if err != nil {
+		return r, err
+	}
 	r.status = domain.ReservationStatus(strings.ToUpper(status))
+	r.due, err = dueNow(ctx, tx, r.expiresAt)
 	return r, err
+}
+
+// dueNow asks the database clock whether a deadline has passed. It must be a
+// statement of its own, run after the row lock is held: in the locking SELECT,
+// clock_timestamp() is evaluated before the lock wait and only re-evaluated if
+// the lock holder changed the row, so a confirm that waited past the deadline
+// behind a transaction that changed nothing would see a stale "not due".
+func dueNow(ctx context.Context, tx pgx.Tx, deadline time.Time) (bool, error) {
+	var due bool
+	err := tx.QueryRow(ctx, `SELECT $1::timestamptz <= clock_timestamp()`, deadline).Scan(&due)
+	return due, err
 }
 
 // ReservationConfirm sells a held reservation: in one transaction it marks it
