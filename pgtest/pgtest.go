@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/migrations"
@@ -74,13 +76,7 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("pgtest: drop %s: %v", name, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := dropDatabase(base, name); err != nil {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
@@ -103,6 +99,25 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// dropDatabase drops a test database, ending its connections. An autovacuum
+// worker can be connected at that moment; ending it needs pg_signal_backend
+// (make test grants it), so a refusal is retried briefly for roles without it.
+func dropDatabase(base, name string) error {
+	c, err := pgx.Connect(context.Background(), base)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for attempt := 0; ; attempt++ {
+		_, err = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 50 || !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func ensureTemplate(ctx context.Context, base string) (string, error) {

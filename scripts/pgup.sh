@@ -41,6 +41,9 @@ DO \$\$ BEGIN
     CREATE ROLE $ROLE LOGIN CREATEDB PASSWORD '$PASSWORD';
   END IF;
 END \$\$;
+-- DROP DATABASE ... WITH (FORCE) of a test database must be able to end an
+-- autovacuum worker that happens to be connected to it.
+GRANT pg_signal_backend TO $ROLE;
 SQL
   if [ "$("$@" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" != 1 ]; then
     "$@" -v ON_ERROR_STOP=1 -qc "CREATE DATABASE \"$DB_NAME\" OWNER $ROLE" >/dev/null
