@@ -36,6 +36,7 @@ as_owner() {
 # per-test databases from a template) and database, using a superuser psql ($@).
 ensure_role_and_db() {
   "$@" -v ON_ERROR_STOP=1 -Atq <<SQL >/dev/null
+SET client_min_messages = warning;
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$ROLE') THEN
     CREATE ROLE $ROLE LOGIN CREATEDB PASSWORD '$PASSWORD';
