@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"inventory/auth"
+	"inventory/codecrypt"
 )
 
 // config is the server's whole configuration, read from the environment.
@@ -15,6 +16,8 @@ type config struct {
 	DatabaseURL       string        // DATABASE_URL (required)
 	ListenAddr        string        // LISTEN_ADDR
 	TokenSecret       []byte        // INVENTORY_TOKEN_SECRET (required to serve; >= 32 bytes)
+	CodesKey          string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
+	CodesHMACKey      string        // INVENTORY_CODES_HMAC_KEY: base64, never rotated
 	DBMaxConns        int32         // INVENTORY_DB_MAX_CONNS
 	MaxBodyBytes      int64         // INVENTORY_MAX_BODY_BYTES
 	MaxUploadBytes    int64         // INVENTORY_MAX_UPLOAD_BYTES
@@ -64,6 +67,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseURL:       getenv("DATABASE_URL"),
 		ListenAddr:        str("LISTEN_ADDR", ":8080"),
 		TokenSecret:       []byte(getenv("INVENTORY_TOKEN_SECRET")),
+		CodesKey:          getenv("INVENTORY_CODES_KEY"),
+		CodesHMACKey:      getenv("INVENTORY_CODES_HMAC_KEY"),
 		DBMaxConns:        int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
 		MaxBodyBytes:      num("INVENTORY_MAX_BODY_BYTES", 1<<20),
 		MaxUploadBytes:    num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
@@ -88,4 +93,13 @@ func (c config) requireTokenSecret() error {
 		return fmt.Errorf("INVENTORY_TOKEN_SECRET must be set to at least %d bytes (e.g. openssl rand -hex 32)", auth.MinSecretLength)
 	}
 	return nil
+}
+
+// keyring parses the code keys; commands that seal or open codes need it.
+func (c config) keyring() (*codecrypt.Keyring, error) {
+	k, err := codecrypt.ParseKeyring(c.CodesKey, c.CodesHMACKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w (make run generates development keys; see README)", err)
+	}
+	return k, nil
 }

@@ -4,6 +4,7 @@
 //	inventory migrate                          apply database migrations
 //	inventory token create --role R --name N   create an admin/service key (secret on the last line)
 //	inventory token revoke NAME                revoke a key
+//	inventory import --sku S --location L --batch REF FILE   import codes for a CODES SKU
 //	inventory reconcile                        report stock invariants that do not hold
 //	inventory demo                             load the demo catalog into an empty database
 //
@@ -70,9 +71,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "reconcile":
 		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return reconcileCommand(ctx, store.New(pool), stdout) })
 	case "demo":
-		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return demoCommand(ctx, store.New(pool), stdout) })
+		return withStore(ctx, cfg, func(st *store.Store) error { return demoCommand(ctx, st, stdout) })
+	case "import":
+		return withStore(ctx, cfg, func(st *store.Store) error { return importCommand(ctx, st, args, stdout) })
 	default:
-		return fmt.Errorf("unknown command %q; commands: serve, migrate, token create|revoke, reconcile, demo", cmd)
+		return fmt.Errorf("unknown command %q; commands: serve, migrate, token create|revoke, import, reconcile, demo", cmd)
 	}
 }
 
@@ -94,6 +97,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	keyring, err := cfg.keyring()
+	if err != nil {
+		return nil, err
+	}
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -110,6 +117,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		}
 	}
 	st := store.New(pool)
+	st.Keyring = keyring
+	if err := st.CodesKeyCheck(ctx); err != nil {
+		return nil, err
+	}
 	riverClient, err := jobs.NewClient(pool, jobs.Config{
 		Reconciler: st, Expirer: st, Sweeper: st, Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
@@ -118,7 +129,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		return nil, err
 	}
 	router := api.NewRouter(api.Config{
-		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, Tokens: tokens},
+		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, UnitCodes: st, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,
@@ -208,6 +219,23 @@ func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) err
 	}
 	defer pool.Close()
 	return fn(pool)
+}
+
+// withStore runs fn with a store that can seal and open codes, after the
+// same key check the server does at start-up.
+func withStore(ctx context.Context, cfg config, fn func(*store.Store) error) error {
+	keyring, err := cfg.keyring()
+	if err != nil {
+		return err
+	}
+	return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+		st := store.New(pool)
+		st.Keyring = keyring
+		if err := st.CodesKeyCheck(ctx); err != nil {
+			return err
+		}
+		return fn(st)
+	})
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

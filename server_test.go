@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/pgtest"
+)
+
+// Fixed test keys (32 bytes each, base64), so tests can also open codes
+// directly.
+var (
+	testCodesKey = base64.StdEncoding.EncodeToString([]byte(strings.Repeat("c", 32)))
+	testHMACKey  = base64.StdEncoding.EncodeToString([]byte(strings.Repeat("h", 32)))
 )
 
 // testServer is the real application (startServer's wiring) on a free port of
@@ -31,11 +39,13 @@ type testServer struct {
 func setup(t *testing.T) *testServer {
 	t.Helper()
 	env := map[string]string{
-		"DATABASE_URL":           pgtest.NewDatabase(t),
-		"LISTEN_ADDR":            "127.0.0.1:0",
-		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32),
-		"INVENTORY_DB_MAX_CONNS": "10",
-		"INVENTORY_LOG_LEVEL":    "warn",
+		"DATABASE_URL":             pgtest.NewDatabase(t),
+		"LISTEN_ADDR":              "127.0.0.1:0",
+		"INVENTORY_TOKEN_SECRET":   strings.Repeat("t", 32),
+		"INVENTORY_CODES_KEY":      "k1:" + testCodesKey,
+		"INVENTORY_CODES_HMAC_KEY": testHMACKey,
+		"INVENTORY_DB_MAX_CONNS":   "10",
+		"INVENTORY_LOG_LEVEL":      "warn",
 	}
 	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
 	if err != nil {

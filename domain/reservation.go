@@ -68,14 +68,18 @@ type Order struct {
 }
 
 // OrderLine is one sold reservation line with the snapshot the buyer saw.
+// Codes are not loaded with the line: revealing them is a recorded act
+// (Codes.CodesReveal), done only when a client asks for them.
 type OrderLine struct {
+	ID           int64 // internal: what CodesReveal takes
+	Kind         StockKind
 	SKU          string
 	Location     string
 	Quantity     int
 	Title        *string
 	UnitPrice    *string
 	Currency     *string
-	Codes        []string
+	// PendingCodes counts pre-ordered units not yet allocated.
 	PendingCodes int
 }
 

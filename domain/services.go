@@ -18,6 +18,9 @@ type Stock interface {
 	StockAdjust(ctx context.Context, in AdjustStockInput) (Balance, error)
 	// AvailabilityList answers in request order, with nil for unknown SKUs.
 	AvailabilityList(ctx context.Context, q AvailabilityQuery) ([]*Availability, error)
+	// PreorderSet sets a balance's expected supply; never below what is
+	// already pre-ordered against it.
+	PreorderSet(ctx context.Context, in SetPreorderInput) (Balance, error)
 }
 
 // Reservations is the hold lifecycle: reserve, confirm, release, extend and

@@ -30,6 +30,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	Mutation() MutationResolver
+	OrderLine() OrderLineResolver
 	Query() QueryResolver
 }
 
@@ -73,6 +74,15 @@ type ComplexityRoot struct {
 		Token     func(childComplexity int) int
 	}
 
+	CodeBatch struct {
+		BatchRef        func(childComplexity int) int
+		Duplicates      func(childComplexity int) int
+		Inserted        func(childComplexity int) int
+		PreordersFilled func(childComplexity int) int
+		Received        func(childComplexity int) int
+		Rejected        func(childComplexity int) int
+	}
+
 	ConfirmReservationPayload struct {
 		Order       func(childComplexity int) int
 		Reservation func(childComplexity int) int
@@ -86,6 +96,11 @@ type ComplexityRoot struct {
 
 	CreateSkuPayload struct {
 		Sku        func(childComplexity int) int
+		UserErrors func(childComplexity int) int
+	}
+
+	ImportCodesPayload struct {
+		Batch      func(childComplexity int) int
 		UserErrors func(childComplexity int) int
 	}
 
@@ -110,10 +125,12 @@ type ComplexityRoot struct {
 		CreateLocation     func(childComplexity int, input model.CreateLocationInput) int
 		CreateSku          func(childComplexity int, input model.CreateSkuInput) int
 		ExtendReservation  func(childComplexity int, input model.ExtendReservationInput) int
+		ImportCodes        func(childComplexity int, input model.ImportCodesInput) int
 		IssueCheckoutToken func(childComplexity int, checkoutID string, ttlSeconds *int) int
 		ReceiveStock       func(childComplexity int, input model.ReceiveStockInput) int
 		ReleaseReservation func(childComplexity int, input model.ReleaseReservationInput) int
 		Reserve            func(childComplexity int, input model.ReserveInput) int
+		SetPreorder        func(childComplexity int, input model.SetPreorderInput) int
 	}
 
 	Order struct {
@@ -214,6 +231,11 @@ type MutationResolver interface {
 	CreateSku(ctx context.Context, input model.CreateSkuInput) (*model.CreateSkuPayload, error)
 	ReceiveStock(ctx context.Context, input model.ReceiveStockInput) (*model.BalancePayload, error)
 	AdjustStock(ctx context.Context, input model.AdjustStockInput) (*model.BalancePayload, error)
+	ImportCodes(ctx context.Context, input model.ImportCodesInput) (*model.ImportCodesPayload, error)
+	SetPreorder(ctx context.Context, input model.SetPreorderInput) (*model.BalancePayload, error)
+}
+type OrderLineResolver interface {
+	Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error)
 }
 type QueryResolver interface {
 	Availability(ctx context.Context, skus []string, locations []string) ([]*domain.Availability, error)
@@ -375,6 +397,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CheckoutToken.Token(childComplexity), true
 
+	case "CodeBatch.batchRef":
+		if e.ComplexityRoot.CodeBatch.BatchRef == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.BatchRef(childComplexity), true
+	case "CodeBatch.duplicates":
+		if e.ComplexityRoot.CodeBatch.Duplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.Duplicates(childComplexity), true
+	case "CodeBatch.inserted":
+		if e.ComplexityRoot.CodeBatch.Inserted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.Inserted(childComplexity), true
+	case "CodeBatch.preordersFilled":
+		if e.ComplexityRoot.CodeBatch.PreordersFilled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.PreordersFilled(childComplexity), true
+	case "CodeBatch.received":
+		if e.ComplexityRoot.CodeBatch.Received == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.Received(childComplexity), true
+	case "CodeBatch.rejected":
+		if e.ComplexityRoot.CodeBatch.Rejected == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CodeBatch.Rejected(childComplexity), true
+
 	case "ConfirmReservationPayload.order":
 		if e.ComplexityRoot.ConfirmReservationPayload.Order == nil {
 			break
@@ -419,6 +478,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CreateSkuPayload.UserErrors(childComplexity), true
+
+	case "ImportCodesPayload.batch":
+		if e.ComplexityRoot.ImportCodesPayload.Batch == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ImportCodesPayload.Batch(childComplexity), true
+	case "ImportCodesPayload.userErrors":
+		if e.ComplexityRoot.ImportCodesPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ImportCodesPayload.UserErrors(childComplexity), true
 
 	case "InventoryHealth.allocationFailureRate":
 		if e.ComplexityRoot.InventoryHealth.AllocationFailureRate == nil {
@@ -531,6 +603,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ExtendReservation(childComplexity, args["input"].(model.ExtendReservationInput)), true
+	case "Mutation.importCodes":
+		if e.ComplexityRoot.Mutation.ImportCodes == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_importCodes_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ImportCodes(childComplexity, args["input"].(model.ImportCodesInput)), true
 	case "Mutation.issueCheckoutToken":
 		if e.ComplexityRoot.Mutation.IssueCheckoutToken == nil {
 			break
@@ -575,6 +658,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Reserve(childComplexity, args["input"].(model.ReserveInput)), true
+	case "Mutation.setPreorder":
+		if e.ComplexityRoot.Mutation.SetPreorder == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setPreorder_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetPreorder(childComplexity, args["input"].(model.SetPreorderInput)), true
 
 	case "Order.checkoutId":
 		if e.ComplexityRoot.Order.CheckoutID == nil {
@@ -944,11 +1038,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateLocationInput", ec.unmarshalInputCreateLocationInput),
 			graphql.NewInputUnmarshaler("CreateSkuInput", ec.unmarshalInputCreateSkuInput),
 			graphql.NewInputUnmarshaler("ExtendReservationInput", ec.unmarshalInputExtendReservationInput),
+			graphql.NewInputUnmarshaler("ImportCodesInput", ec.unmarshalInputImportCodesInput),
 			graphql.NewInputUnmarshaler("OrderLineSnapshotInput", ec.unmarshalInputOrderLineSnapshotInput),
 			graphql.NewInputUnmarshaler("ReceiveStockInput", ec.unmarshalInputReceiveStockInput),
 			graphql.NewInputUnmarshaler("ReleaseReservationInput", ec.unmarshalInputReleaseReservationInput),
 			graphql.NewInputUnmarshaler("ReserveInput", ec.unmarshalInputReserveInput),
 			graphql.NewInputUnmarshaler("ReserveLineInput", ec.unmarshalInputReserveLineInput),
+			graphql.NewInputUnmarshaler("SetPreorderInput", ec.unmarshalInputSetPreorderInput),
 		)
 	}
 	first := true
@@ -1030,6 +1126,9 @@ var sources = []*ast.Source{
 
 "An RFC 3339 timestamp."
 scalar Time
+
+"A file in a GraphQL multipart request (graphql-multipart-request-spec)."
+scalar Upload
 
 "How a SKU's stock is counted."
 enum StockKind {
@@ -1175,7 +1274,7 @@ type OrderLine {
   title: String
   unitPrice: String
   currency: String
-  "CODES SKUs: the sold codes, in plaintext; owner, service or admin only."
+  "CODES SKUs: the sold codes, in plaintext; owner checkout, service or admin only. Every read is recorded."
   codes: [String!]!
   "Pre-ordered units not yet allocated."
   pendingCodes: Int!
@@ -1329,6 +1428,40 @@ input ExtendReservationInput {
   ttlSeconds: Int!
 }
 
+input ImportCodesInput {
+  sku: String!
+  location: String!
+  "Names the batch for this SKU: importing the same batchRef again inserts nothing and returns the first result."
+  batchRef: String!
+  "The codes, one per element."
+  codes: [String!]
+  "Or a file: one code per line, or CSV with the code in the first column (an optional header line 'code')."
+  file: Upload
+}
+
+"The outcome of an import: every received line is inserted, a duplicate (in the file or already stored) or rejected (blank or malformed)."
+type CodeBatch {
+  batchRef: String!
+  received: Int!
+  inserted: Int!
+  duplicates: Int!
+  rejected: Int!
+  "Units allocated to waiting pre-orders, oldest first."
+  preordersFilled: Int!
+}
+
+type ImportCodesPayload {
+  batch: CodeBatch
+  userErrors: [UserError!]!
+}
+
+input SetPreorderInput {
+  sku: String!
+  location: String!
+  "Units expected from the supplier; reserve sells against what is not yet pre-ordered. 0..1000000, never below preordered."
+  pendingSupply: Int!
+}
+
 type Mutation {
   "Checkout (own checkoutId), service or admin: hold a basket, all lines or none."
   reserve(input: ReserveInput!): ReservePayload!
@@ -1346,6 +1479,10 @@ type Mutation {
   receiveStock(input: ReceiveStockInput!): BalancePayload!
   "Correct on-hand stock; never below what is reserved (BELOW_RESERVED)."
   adjustStock(input: AdjustStockInput!): BalancePayload!
+  "Admin: stock a CODES SKU with unique codes, from a list or an uploaded file."
+  importCodes(input: ImportCodesInput!): ImportCodesPayload!
+  "Admin: set the supply expected for a balance, which pre-orders sell against."
+  setPreorder(input: SetPreorderInput!): BalancePayload!
 }
 `, BuiltIn: false},
 }
@@ -1427,6 +1564,24 @@ func (ec *executionContext) childFields_CheckoutToken(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type CheckoutToken", field.Name)
 }
 
+func (ec *executionContext) childFields_CodeBatch(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "batchRef":
+		return ec.fieldContext_CodeBatch_batchRef(ctx, field)
+	case "received":
+		return ec.fieldContext_CodeBatch_received(ctx, field)
+	case "inserted":
+		return ec.fieldContext_CodeBatch_inserted(ctx, field)
+	case "duplicates":
+		return ec.fieldContext_CodeBatch_duplicates(ctx, field)
+	case "rejected":
+		return ec.fieldContext_CodeBatch_rejected(ctx, field)
+	case "preordersFilled":
+		return ec.fieldContext_CodeBatch_preordersFilled(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CodeBatch", field.Name)
+}
+
 func (ec *executionContext) childFields_ConfirmReservationPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "reservation":
@@ -1457,6 +1612,16 @@ func (ec *executionContext) childFields_CreateSkuPayload(ctx context.Context, fi
 		return ec.fieldContext_CreateSkuPayload_userErrors(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CreateSkuPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_ImportCodesPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "batch":
+		return ec.fieldContext_ImportCodesPayload_batch(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_ImportCodesPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ImportCodesPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_InventoryHealth(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1819,6 +1984,20 @@ func (ec *executionContext) field_Mutation_extendReservation_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_importCodes_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ImportCodesInput, error) {
+			return ec.unmarshalNImportCodesInput2inventoryᚋgraphᚋmodelᚐImportCodesInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_issueCheckoutToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1875,6 +2054,20 @@ func (ec *executionContext) field_Mutation_reserve_args(ctx context.Context, raw
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.ReserveInput, error) {
 			return ec.unmarshalNReserveInput2inventoryᚋgraphᚋmodelᚐReserveInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setPreorder_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SetPreorderInput, error) {
+			return ec.unmarshalNSetPreorderInput2inventoryᚋgraphᚋmodelᚐSetPreorderInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2559,6 +2752,144 @@ func (ec *executionContext) fieldContext_CheckoutToken_expiresAt(_ context.Conte
 	return graphql.NewScalarFieldContext("CheckoutToken", field, false, false, "Time")
 }
 
+func (ec *executionContext) _CodeBatch_batchRef(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_batchRef(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BatchRef, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_batchRef(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "String")
+}
+
+func (ec *executionContext) _CodeBatch_received(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_received(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Received, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_received(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CodeBatch_inserted(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_inserted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Inserted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_inserted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CodeBatch_duplicates(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_duplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Duplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_duplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CodeBatch_rejected(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_rejected(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rejected, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_rejected(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CodeBatch_preordersFilled(ctx context.Context, field graphql.CollectedField, obj *domain.CodeBatch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CodeBatch_preordersFilled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreordersFilled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CodeBatch_preordersFilled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CodeBatch", field, false, false, "Int")
+}
+
 func (ec *executionContext) _ConfirmReservationPayload_reservation(ctx context.Context, field graphql.CollectedField, obj *model.ConfirmReservationPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2773,6 +3104,70 @@ func (ec *executionContext) _CreateSkuPayload_userErrors(ctx context.Context, fi
 func (ec *executionContext) fieldContext_CreateSkuPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "CreateSkuPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ImportCodesPayload_batch(ctx context.Context, field graphql.CollectedField, obj *model.ImportCodesPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ImportCodesPayload_batch(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Batch, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.CodeBatch) graphql.Marshaler {
+			return ec.marshalOCodeBatch2ᚖinventoryᚋdomainᚐCodeBatch(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ImportCodesPayload_batch(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ImportCodesPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CodeBatch(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ImportCodesPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.ImportCodesPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ImportCodesPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ImportCodesPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ImportCodesPayload",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
@@ -3395,6 +3790,94 @@ func (ec *executionContext) fieldContext_Mutation_adjustStock(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_importCodes(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_importCodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ImportCodes(ctx, fc.Args["input"].(model.ImportCodesInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ImportCodesPayload) graphql.Marshaler {
+			return ec.marshalNImportCodesPayload2ᚖinventoryᚋgraphᚋmodelᚐImportCodesPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_importCodes(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ImportCodesPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_importCodes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setPreorder(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setPreorder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetPreorder(ctx, fc.Args["input"].(model.SetPreorderInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.BalancePayload) graphql.Marshaler {
+			return ec.marshalNBalancePayload2ᚖinventoryᚋgraphᚋmodelᚐBalancePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setPreorder(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BalancePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setPreorder_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3643,7 +4126,7 @@ func (ec *executionContext) _OrderLine_codes(ctx context.Context, field graphql.
 			return ec.fieldContext_OrderLine_codes(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Codes, nil
+			return ec.Resolvers.OrderLine().Codes(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
@@ -3654,7 +4137,7 @@ func (ec *executionContext) _OrderLine_codes(ctx context.Context, field graphql.
 	)
 }
 func (ec *executionContext) fieldContext_OrderLine_codes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "String")
+	return graphql.NewScalarFieldContext("OrderLine", field, true, true, "String")
 }
 
 func (ec *executionContext) _OrderLine_pendingCodes(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
@@ -6261,6 +6744,76 @@ func UnmarshalExtendReservationInput(ctx context.Context, raw any) (model.Extend
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputImportCodesInput(ctx context.Context, obj any) (model.ImportCodesInput, error) {
+	var it model.ImportCodesInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sku", "location", "batchRef", "codes", "file"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "location":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("location"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Location = data
+		case "batchRef":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("batchRef"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BatchRef = data
+		case "codes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("codes"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Codes = data
+		case "file":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("file"))
+			data, err := ec.unmarshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.File = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalImportCodesInput unmarshals raw into the ImportCodesInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalImportCodesInput(ctx context.Context, raw any) (model.ImportCodesInput, error) {
+	var out model.ImportCodesInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ImportCodesInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputOrderLineSnapshotInput(ctx context.Context, obj any) (model.OrderLineSnapshotInput, error) {
 	var it model.OrderLineSnapshotInput
 	if obj == nil {
@@ -6559,6 +7112,62 @@ func UnmarshalReserveLineInput(ctx context.Context, raw any) (model.ReserveLineI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSetPreorderInput(ctx context.Context, obj any) (model.SetPreorderInput, error) {
+	var it model.SetPreorderInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sku", "location", "pendingSupply"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "location":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("location"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Location = data
+		case "pendingSupply":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pendingSupply"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PendingSupply = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSetPreorderInput unmarshals raw into the SetPreorderInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSetPreorderInput(ctx context.Context, raw any) (model.SetPreorderInput, error) {
+	var out model.SetPreorderInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SetPreorderInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -6812,6 +7421,64 @@ func (ec *executionContext) _CheckoutToken(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var codeBatchImplementors = []string{"CodeBatch"}
+
+func (ec *executionContext) _CodeBatch(ctx context.Context, sel ast.SelectionSet, obj *domain.CodeBatch) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, codeBatchImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CodeBatch")
+		case "batchRef":
+			out.Values[i] = ec._CodeBatch_batchRef(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "received":
+			out.Values[i] = ec._CodeBatch_received(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inserted":
+			out.Values[i] = ec._CodeBatch_inserted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "duplicates":
+			out.Values[i] = ec._CodeBatch_duplicates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rejected":
+			out.Values[i] = ec._CodeBatch_rejected(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "preordersFilled":
+			out.Values[i] = ec._CodeBatch_preordersFilled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var confirmReservationPayloadImplementors = []string{"ConfirmReservationPayload"}
 
 func (ec *executionContext) _ConfirmReservationPayload(ctx context.Context, sel ast.SelectionSet, obj *model.ConfirmReservationPayload) graphql.Marshaler {
@@ -6911,6 +7578,44 @@ func (ec *executionContext) _CreateSkuPayload(ctx context.Context, sel ast.Selec
 			}
 		case "userErrors":
 			out.Values[i] = ec._CreateSkuPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var importCodesPayloadImplementors = []string{"ImportCodesPayload"}
+
+func (ec *executionContext) _ImportCodesPayload(ctx context.Context, sel ast.SelectionSet, obj *model.ImportCodesPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, importCodesPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ImportCodesPayload")
+		case "batch":
+			out.Values[i] = ec._ImportCodesPayload_batch(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._ImportCodesPayload_userErrors(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -7114,6 +7819,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "importCodes":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_importCodes(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setPreorder":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setPreorder(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7193,42 +7912,43 @@ func (ec *executionContext) _OrderLine(ctx context.Context, sel ast.SelectionSet
 		case "sku":
 			out.Values[i] = ec._OrderLine_sku(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "location":
 			out.Values[i] = ec._OrderLine_location(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "quantity":
 			out.Values[i] = ec._OrderLine_quantity(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "title":
 			out.Values[i] = ec._OrderLine_title(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "unitPrice":
 			out.Values[i] = ec._OrderLine_unitPrice(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "currency":
 			out.Values[i] = ec._OrderLine_currency(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "codes":
-			out.Values[i] = ec._OrderLine_codes(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OrderLine_codes(ctx, field, obj)
+				})
 		case "pendingCodes":
 			out.Values[i] = ec._OrderLine_pendingCodes(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -8225,6 +8945,19 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) unmarshalNImportCodesInput2inventoryᚋgraphᚋmodelᚐImportCodesInput(ctx context.Context, v any) (model.ImportCodesInput, error) {
+	res, err := ec.unmarshalInputImportCodesInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNImportCodesPayload2ᚖinventoryᚋgraphᚋmodelᚐImportCodesPayload(ctx context.Context, sel ast.SelectionSet, v *model.ImportCodesPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ImportCodesPayload!")
+		return graphql.Null
+	}
+	return ec._ImportCodesPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
 	res, err := graphql.UnmarshalInt(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -8430,6 +9163,11 @@ func (ec *executionContext) marshalNReservePayload2ᚖinventoryᚋgraphᚋmodel�
 		return graphql.Null
 	}
 	return ec._ReservePayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSetPreorderInput2inventoryᚋgraphᚋmodelᚐSetPreorderInput(ctx context.Context, v any) (model.SetPreorderInput, error) {
+	res, err := ec.unmarshalInputSetPreorderInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNStockKind2inventoryᚋdomainᚐStockKind(ctx context.Context, v any) (domain.StockKind, error) {
@@ -8765,6 +9503,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalOCodeBatch2ᚖinventoryᚋdomainᚐCodeBatch(ctx context.Context, sel ast.SelectionSet, v *domain.CodeBatch) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._CodeBatch(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
 	if v == nil {
 		return nil, nil
@@ -8944,6 +9689,24 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalTime(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx context.Context, v any) (*graphql.Upload, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalUpload(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚐUpload(ctx context.Context, sel ast.SelectionSet, v *graphql.Upload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalUpload(*v)
 	return res
 }
 

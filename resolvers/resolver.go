@@ -22,6 +22,7 @@ type Resolver struct {
 	Stock        domain.Stock
 	Reconciler   domain.Reconciler
 	Reservations domain.Reservations
+	UnitCodes    domain.Codes
 	Tokens       TokenIssuer
 }
 

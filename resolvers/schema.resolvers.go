@@ -7,10 +7,13 @@ package resolvers
 
 import (
 	"context"
+	"fmt"
 	"inventory/auth"
+	"inventory/codefile"
 	"inventory/domain"
 	"inventory/graph"
 	"inventory/graph/model"
+	"iter"
 )
 
 // Reserve is the resolver for the reserve field.
@@ -120,6 +123,50 @@ func (r *mutationResolver) AdjustStock(ctx context.Context, input model.AdjustSt
 	return &model.BalancePayload{Balance: b, UserErrors: ue}, err
 }
 
+// ImportCodes is the resolver for the importCodes field.
+func (r *mutationResolver) ImportCodes(ctx context.Context, input model.ImportCodesInput) (*model.ImportCodesPayload, error) {
+	if err := auth.Authorize(ctx, auth.ManageStock); err != nil {
+		return nil, err
+	}
+	var lines iter.Seq2[string, error]
+	switch {
+	case (input.Codes == nil) == (input.File == nil):
+		_, ue, err := outcome(0, domain.InvalidInput([]string{"input"}, "give either codes or file"))
+		return &model.ImportCodesPayload{UserErrors: ue}, err
+	case input.File != nil:
+		lines = codefile.Lines(input.File.File)
+	default:
+		lines = codefile.List(input.Codes)
+	}
+	batch, ue, err := outcome(r.UnitCodes.CodesImport(ctx, domain.ImportCodesInput{SKU: input.Sku, Location: input.Location, BatchRef: input.BatchRef}, lines))
+	return &model.ImportCodesPayload{Batch: batch, UserErrors: ue}, err
+}
+
+// SetPreorder is the resolver for the setPreorder field.
+func (r *mutationResolver) SetPreorder(ctx context.Context, input model.SetPreorderInput) (*model.BalancePayload, error) {
+	if err := auth.Authorize(ctx, auth.ManageStock); err != nil {
+		return nil, err
+	}
+	b, ue, err := outcome(r.Stock.PreorderSet(ctx, domain.SetPreorderInput{SKU: input.Sku, Location: input.Location, PendingSupply: input.PendingSupply}))
+	return &model.BalancePayload{Balance: b, UserErrors: ue}, err
+}
+
+// Codes is the resolver for the codes field.
+func (r *orderLineResolver) Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error) {
+	if obj.Kind != domain.KindCodes {
+		return []string{}, nil
+	}
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	codes, err := r.UnitCodes.CodesReveal(ctx, scope, obj.ID)
+	if e, ok := domain.AsError(err); ok && e.Code == domain.CodeNotFound {
+		return nil, fmt.Errorf("%w: these codes belong to another checkout", domain.ErrForbidden)
+	}
+	return codes, err
+}
+
 // Availability is the resolver for the availability field.
 func (r *queryResolver) Availability(ctx context.Context, skus []string, locations []string) ([]*domain.Availability, error) {
 	if err := auth.Authorize(ctx, auth.ReadCatalog); err != nil {
@@ -190,10 +237,14 @@ func (r *queryResolver) InventoryHealth(ctx context.Context) (*domain.InventoryH
 // Mutation returns graph.MutationResolver implementation.
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
+// OrderLine returns graph.OrderLineResolver implementation.
+func (r *Resolver) OrderLine() graph.OrderLineResolver { return &orderLineResolver{r} }
+
 // Query returns graph.QueryResolver implementation.
 func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 
 type (
-	mutationResolver struct{ *Resolver }
-	queryResolver    struct{ *Resolver }
+	mutationResolver  struct{ *Resolver }
+	orderLineResolver struct{ *Resolver }
+	queryResolver     struct{ *Resolver }
 )

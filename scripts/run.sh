@@ -9,10 +9,21 @@ mkdir -p .data
 
 # Development secrets are generated once and kept in .data/dev.env (ignored by
 # git). Variables already set in the environment win.
+key() { head -c 32 /dev/urandom | base64 | tr -d '\n'; }
 if [ ! -f .data/dev.env ]; then
   umask 077
-  echo "INVENTORY_TOKEN_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" > .data/dev.env
-  echo "make run: generated development secrets in .data/dev.env" >&2
+  {
+    echo "INVENTORY_TOKEN_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
+  } > .data/dev.env
+  echo "make run: generated a development token secret in .data/dev.env" >&2
+fi
+if ! grep -q '^INVENTORY_CODES_KEY=' .data/dev.env; then
+  umask 077
+  {
+    echo "INVENTORY_CODES_KEY=dev1:$(key)"
+    echo "INVENTORY_CODES_HMAC_KEY=$(key)"
+  } >> .data/dev.env
+  echo "make run: generated development code encryption keys in .data/dev.env (keep them: codes imported with them cannot be read without them)" >&2
 fi
 while IFS='=' read -r key value; do
   [ -n "$key" ] && [ -z "${!key:-}" ] && export "$key=$value"

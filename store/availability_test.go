@@ -30,19 +30,29 @@ func availabilityFixture(t *testing.T) *testBundle {
 	mustReceive(t, b, "CABLE", "AMS", 4)
 	setReserved(t, b, "HEADPHONES", "BER", 2)
 	setReserved(t, b, "HEADPHONES", "ZRH", 8)
-	// Pre-orders do not exist yet either: set supply the way the ledger would.
+	// Expected supply, and units already pre-ordered against it by a held
+	// reservation line.
 	for _, p := range []struct {
 		loc                 string
 		pending, preordered int
-	}{{"BER", 7, 2}, {"AMS", 1, 3}} {
+	}{{"BER", 7, 2}, {"AMS", 3, 1}} {
+		if _, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: "HEADPHONES", Location: p.loc, PendingSupply: p.pending}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := b.pool.Exec(b.ctx, `
-			WITH u AS (
-				UPDATE balances SET pending_supply = $2, preordered = $3
+			WITH r AS (
+				INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+				VALUES ('test-fake', 'preorder@' || $1, '\x00', now() + interval '1 day') RETURNING id
+			), line AS (
+				INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity, preorder_quantity)
+				SELECT r.id, 0, (SELECT id FROM skus WHERE code = 'HEADPHONES'), (SELECT id FROM locations WHERE code = $1), $2, $2 FROM r
+			), u AS (
+				UPDATE balances SET preordered = $2
 				WHERE sku_id = (SELECT id FROM skus WHERE code = 'HEADPHONES')
 				  AND location_id = (SELECT id FROM locations WHERE code = $1)
 				RETURNING sku_id, location_id)
-			INSERT INTO stock_movements (sku_id, location_id, pending_supply_delta, preordered_delta, cause, actor)
-			SELECT sku_id, location_id, $2, $3, 'preorder_set', 'test' FROM u`, p.loc, p.pending, p.preordered); err != nil {
+			INSERT INTO stock_movements (sku_id, location_id, preordered_delta, cause, actor)
+			SELECT sku_id, location_id, $2, 'reserved', 'test' FROM u`, p.loc, p.preordered); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +97,7 @@ func requireSums(t *testing.T, a *domain.Availability, onHand, reserved, availab
 }
 
 var (
-	headphonesAll = []wantBalance{{"BER", 10, 2, 7, 2}, {"AMS", 5, 0, 1, 3}, {"ZRH", 8, 8, 0, 0}}
+	headphonesAll = []wantBalance{{"BER", 10, 2, 7, 2}, {"AMS", 5, 0, 3, 1}, {"ZRH", 8, 8, 0, 0}}
 	cableAll      = []wantBalance{{"AMS", 4, 0, 0, 0}}
 )
 
@@ -110,8 +120,8 @@ func TestAvailabilityList(t *testing.T) {
 		t.Fatalf("unknown SKU: want nil, got %+v", got[1])
 	}
 	requireAvailability(t, got[2], "HEADPHONES", headphonesAll)
-	// Available 8+5+0; pre-order max(7-2,0)+max(1-3,0)+0: each balance clamps.
-	requireSums(t, got[2], 23, 10, 13, 5)
+	// Available 8+5+0; pre-order (7-2)+(3-1)+0.
+	requireSums(t, got[2], 23, 10, 13, 7)
 	requireAvailability(t, got[3], "EMPTY", nil)
 	requireSums(t, got[3], 0, 0, 0, 0)
 	requireAvailability(t, got[4], "CABLE", cableAll)
@@ -139,8 +149,8 @@ func TestAvailabilityListLocationFilter(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("want 4 answers, got %d", len(got))
 	}
-	requireAvailability(t, got[0], "HEADPHONES", []wantBalance{{"AMS", 5, 0, 1, 3}, {"ZRH", 8, 8, 0, 0}})
-	requireSums(t, got[0], 13, 8, 5, 0)
+	requireAvailability(t, got[0], "HEADPHONES", []wantBalance{{"AMS", 5, 0, 3, 1}, {"ZRH", 8, 8, 0, 0}})
+	requireSums(t, got[0], 13, 8, 5, 2)
 	requireAvailability(t, got[1], "CABLE", cableAll)
 	requireSums(t, got[1], 4, 0, 4, 0)
 	requireAvailability(t, got[2], "EMPTY", nil)
@@ -220,5 +230,5 @@ func TestAvailabilityListLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("100 filter locations refused: %v", err)
 	}
-	requireAvailability(t, got[0], "HEADPHONES", []wantBalance{{"AMS", 5, 0, 1, 3}})
+	requireAvailability(t, got[0], "HEADPHONES", []wantBalance{{"AMS", 5, 0, 3, 1}})
 }

@@ -56,8 +56,9 @@ type movement struct {
 	cause, reason, reference                    string
 	reservationID                               *string
 	// claim makes the change conditional on on_hand - reserved >= reserved
-	// delta: the seeds' conditional claim. applyMovement then answers
-	// errNotAvailable instead of changing anything.
+	// delta and pending_supply - preordered >= preordered delta: the seeds'
+	// conditional claim. applyMovement then answers errNotAvailable instead of
+	// changing anything.
 	claim bool
 }
 
@@ -75,7 +76,7 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 				on_hand = on_hand + $3, reserved = reserved + $4,
 				pending_supply = pending_supply + $5, preordered = preordered + $6,
 				updated_at = now()
-			WHERE sku_id = $1 AND location_id = $2 AND (NOT $12 OR on_hand - reserved >= $4)
+			WHERE sku_id = $1 AND location_id = $2 AND (NOT $12 OR (on_hand - reserved >= $4 AND pending_supply - preordered >= $6))
 			RETURNING *
 		), ledger AS (
 			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta,
@@ -100,4 +101,16 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 		return b, errors.New("balance row vanished inside its transaction")
 	}
 	return b, err
+}
+
+// readBalance reads one balance as it is now in the transaction.
+func readBalance(ctx context.Context, tx pgx.Tx, k balanceKey) (domain.Balance, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT `+balanceColumns+`
+		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+		WHERE b.sku_id = $1 AND b.location_id = $2`, k.skuID, k.locationID)
+	if err != nil {
+		return domain.Balance{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanBalance)
 }

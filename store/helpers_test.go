@@ -76,6 +76,25 @@ func setReserved(t tb, b *testBundle, sku, loc string, n int) {
 		if _, err := tx.Exec(b.ctx, `UPDATE balances SET reserved = $3 WHERE sku_id = $1 AND location_id = $2`, skuID, locID, n); err != nil {
 			return err
 		}
+		// A held reservation line of n units stands behind the count, so
+		// reconciliation (reserved = held lines) still holds.
+		var id string
+		if err := tx.QueryRow(b.ctx, `
+			INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+			VALUES ('test-fake', $1 || '@' || $2, '\x00', now() + interval '1 day')
+			ON CONFLICT (checkout_id, request_key) DO UPDATE SET updated_at = now()
+			RETURNING id`, sku, loc).Scan(&id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(b.ctx, `DELETE FROM reservation_lines WHERE reservation_id = $1`, id); err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := tx.Exec(b.ctx, `INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity) VALUES ($1, 0, $2, $3, $4)`,
+				id, skuID, locID, n); err != nil {
+				return err
+			}
+		}
 		_, err := tx.Exec(b.ctx, `
 			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor)
 			VALUES ($1, $2, $3, 'reserved', 'test')`, skuID, locID, n-old)

@@ -39,7 +39,7 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 		if err != nil {
 			return err
 		}
-		issues, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+		ledgerIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
 			var i domain.ReconciliationIssue
 			var col string
 			var have, want int64
@@ -50,7 +50,63 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 			i.Detail = fmt.Sprintf("%s is %d but the ledger sums to %d", col, have, want)
 			return i, nil
 		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, holdsAndCodesCheck)
+		if err != nil {
+			return err
+		}
+		holdIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+			var i domain.ReconciliationIssue
+			var have, want int64
+			if err := r.Scan(&i.Kind, &i.SKU, &i.Location, &have, &want); err != nil {
+				return i, err
+			}
+			i.Detail = fmt.Sprintf(holdIssueDetail[i.Kind], have, want)
+			return i, nil
+		})
+		issues = append(ledgerIssues, holdIssues...)
 		return err
 	})
 	return issues, wrap("Reconciliation", err)
+}
+
+// holdsAndCodesCheck compares each balance with the rows it summarizes:
+// reserved with the in-stock part of held lines, preordered with the
+// pre-ordered part of held lines plus confirmed pre-orders still pending, and,
+// for CODES SKUs, on_hand and reserved with the code rows.
+const holdsAndCodesCheck = `
+	WITH held AS (
+		SELECT rl.sku_id, rl.location_id, sum(rl.quantity - rl.preorder_quantity) AS stock, sum(rl.preorder_quantity) AS preorder
+		FROM reservation_lines rl JOIN reservations r ON r.id = rl.reservation_id
+		WHERE r.status = 'held' GROUP BY 1, 2
+	), pending AS (
+		SELECT sku_id, location_id, sum(pending) AS pending FROM order_lines WHERE pending > 0 GROUP BY 1, 2
+	), code_counts AS (
+		SELECT sku_id, location_id, count(*) FILTER (WHERE status <> 'sold') AS on_hand, count(*) FILTER (WHERE status = 'held') AS reserved
+		FROM codes GROUP BY 1, 2
+	)
+	SELECT v.issue, s.code, l.code, have, want
+	FROM balances b
+	JOIN skus s ON s.id = b.sku_id
+	JOIN locations l ON l.id = b.location_id
+	LEFT JOIN held h ON h.sku_id = b.sku_id AND h.location_id = b.location_id
+	LEFT JOIN pending p ON p.sku_id = b.sku_id AND p.location_id = b.location_id
+	LEFT JOIN code_counts c ON c.sku_id = b.sku_id AND c.location_id = b.location_id
+	CROSS JOIN LATERAL (VALUES
+		('reserved_vs_held_lines', b.reserved::bigint, coalesce(h.stock, 0)),
+		('preordered_vs_preorders', b.preordered::bigint, coalesce(h.preorder, 0) + coalesce(p.pending, 0)),
+		('on_hand_vs_codes', CASE WHEN s.kind = 'codes' THEN b.on_hand::bigint END, coalesce(c.on_hand, 0)),
+		('reserved_vs_held_codes', CASE WHEN s.kind = 'codes' THEN b.reserved::bigint END, coalesce(c.reserved, 0))
+	) AS v(issue, have, want)
+	WHERE have IS NOT NULL AND have <> want
+	ORDER BY s.code, l.code, v.issue`
+
+// holdIssueDetail words each holdsAndCodesCheck issue for a person.
+var holdIssueDetail = map[string]string{
+	"reserved_vs_held_lines":  "reserved is %d but held reservation lines hold %d",
+	"preordered_vs_preorders": "preordered is %d but held and pending pre-orders add up to %d",
+	"on_hand_vs_codes":        "on_hand is %d but %d codes are available or held",
+	"reserved_vs_held_codes":  "reserved is %d but %d codes are held",
 }

@@ -63,9 +63,11 @@ func TestReconciliation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(issues) != 2 ||
+	// ... and as a balance that no longer matches its held lines.
+	if len(issues) != 3 ||
 		issues[0] != (domain.ReconciliationIssue{Kind: "reserved_ledger_mismatch", SKU: "HEADPHONES", Location: "AMS", Detail: "reserved is 2 but the ledger sums to 3"}) ||
-		issues[1] != want {
+		issues[1] != want ||
+		issues[2] != (domain.ReconciliationIssue{Kind: "reserved_vs_held_lines", SKU: "HEADPHONES", Location: "AMS", Detail: "reserved is 2 but held reservation lines hold 3"}) {
 		t.Fatalf("issues %+v", issues)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -18,17 +19,21 @@ type basketLine struct {
 	index      int // position in the request, for userErrors
 	skuID      int64
 	sku        string
+	kind       domain.StockKind
 	locationID int64 // 0: source from locations by priority
 	location   string
 	quantity   int
 }
 
-// heldLine is stock a claim took: one reservation_lines row.
+// heldLine is what one claim took at one location: one reservation_lines row.
+// quantity includes preorder, the part sold against expected supply.
 type heldLine struct {
 	index      int
 	skuID      int64
+	kind       domain.StockKind
 	locationID int64
 	quantity   int
+	preorder   int
 }
 
 // claimBasket claims every line of a basket for reservation id, or returns the
@@ -37,7 +42,9 @@ type heldLine struct {
 // Lock order: lines are processed by (sku id, location id), and a SKU with a
 // line to be sourced first locks all its balance rows in location id order.
 // Every writer takes balance locks in that one global order, so baskets never
-// deadlock on each other (the retry in inTx remains for anything else).
+// deadlock on each other (the retry in inTx remains for anything else). Code
+// rows are claimed after their balance row is locked, so claimers of one
+// balance never compete for the same codes.
 func claimBasket(ctx context.Context, tx pgx.Tx, reservationID string, lines []domain.ReserveLine) error {
 	basket, err := resolveBasket(ctx, tx, lines)
 	if err != nil {
@@ -64,7 +71,7 @@ func claimBasket(ctx context.Context, tx pgx.Tx, reservationID string, lines []d
 
 // claimSKU claims one SKU's lines; they are sorted with sourced lines last.
 func claimSKU(ctx context.Context, tx pgx.Tx, reservationID string, lines []basketLine) ([]heldLine, error) {
-	var sources []source
+	var sources []int64
 	if lines[len(lines)-1].locationID == 0 {
 		var err error
 		if sources, err = lockSources(ctx, tx, lines[0].skuID); err != nil {
@@ -74,55 +81,111 @@ func claimSKU(ctx context.Context, tx pgx.Tx, reservationID string, lines []bask
 	var held []heldLine
 	for _, l := range lines {
 		if l.locationID != 0 {
-			if err := claim(ctx, tx, reservationID, l.skuID, l.locationID, l.quantity); err != nil {
-				return nil, outOfStock(ctx, tx, l, err)
-			}
-			held = append(held, heldLine{l.index, l.skuID, l.locationID, l.quantity})
-			continue
-		}
-		// Sourced: take from locations in priority order until satisfied. The
-		// rows are locked, so what we read is what the claims will find.
-		total := 0
-		for i := range sources {
-			if err := tx.QueryRow(ctx, `SELECT on_hand - reserved FROM balances WHERE sku_id = $1 AND location_id = $2`,
-				l.skuID, sources[i].locationID).Scan(&sources[i].available); err != nil {
+			h, err := claimAt(ctx, tx, reservationID, l)
+			if err != nil {
 				return nil, err
 			}
-			total += sources[i].available
+			held = append(held, h)
+			continue
 		}
-		if total < l.quantity {
-			return nil, outOfStockError(l, total)
+		h, err := claimSourced(ctx, tx, reservationID, l, sources)
+		if err != nil {
+			return nil, err
 		}
-		remaining := l.quantity
-		for _, src := range sources {
-			take := min(remaining, src.available)
-			if take <= 0 {
-				continue
-			}
-			if err := claim(ctx, tx, reservationID, l.skuID, src.locationID, take); err != nil {
-				return nil, err // cannot happen: the row is locked and was just read
-			}
-			held = append(held, heldLine{l.index, l.skuID, src.locationID, take})
-			remaining -= take
-			if remaining == 0 {
-				break
-			}
-		}
+		held = append(held, h...)
 	}
 	return held, nil
 }
 
-// source is a location a sourced line may take stock from.
-type source struct {
-	locationID int64
-	available  int
+// claimAt claims a line at its location: from stock if there is enough (the
+// seeds' single conditional UPDATE), else from stock plus what can still be
+// pre-ordered against expected supply.
+func claimAt(ctx context.Context, tx pgx.Tx, reservationID string, l basketLine) (heldLine, error) {
+	h := heldLine{index: l.index, skuID: l.skuID, kind: l.kind, locationID: l.locationID, quantity: l.quantity}
+	err := claim(ctx, tx, reservationID, l.skuID, l.locationID, l.quantity, 0)
+	if !errors.Is(err, errNotAvailable) {
+		return h, err
+	}
+	// The failed UPDATE locked nothing; lock now, so the split below is
+	// computed on the values the claim will change.
+	c, err := readCapacity(ctx, tx, l.skuID, l.locationID, true)
+	if err != nil {
+		return h, err
+	}
+	if c.stock+c.preorder < l.quantity {
+		return h, outOfStockError(l, c.stock+c.preorder)
+	}
+	stock := min(l.quantity, c.stock)
+	h.preorder = l.quantity - stock
+	return h, claim(ctx, tx, reservationID, l.skuID, l.locationID, stock, h.preorder)
+}
+
+// claimSourced takes a line without a location from stock at locations in
+// priority order, then, if that is not enough, from what can be pre-ordered,
+// again in priority order. The balance rows are locked, so what is read is
+// what the claims find.
+func claimSourced(ctx context.Context, tx pgx.Tx, reservationID string, l basketLine, sources []int64) ([]heldLine, error) {
+	caps := make([]capacity, len(sources))
+	total := 0
+	for i, loc := range sources {
+		var err error
+		if caps[i], err = readCapacity(ctx, tx, l.skuID, loc, false); err != nil { // locked by lockSources
+			return nil, err
+		}
+		total += caps[i].stock + caps[i].preorder
+	}
+	if total < l.quantity {
+		return nil, outOfStockError(l, total)
+	}
+	plan := make([]heldLine, len(sources))
+	remaining := l.quantity
+	for _, fromPreorder := range []bool{false, true} {
+		for i, c := range caps {
+			take := min(remaining, c.stock)
+			if fromPreorder {
+				take = min(remaining, c.preorder)
+				plan[i].preorder += take
+			}
+			plan[i].quantity += take
+			remaining -= take
+		}
+	}
+	var held []heldLine
+	for i, p := range plan {
+		if p.quantity == 0 {
+			continue
+		}
+		p.index, p.skuID, p.kind, p.locationID = l.index, l.skuID, l.kind, sources[i]
+		if err := claim(ctx, tx, reservationID, l.skuID, p.locationID, p.quantity-p.preorder, p.preorder); err != nil {
+			return nil, err // cannot be errNotAvailable: the row is locked and was just read
+		}
+		held = append(held, p)
+	}
+	return held, nil
+}
+
+// capacity is what a balance can give a new line now: stock, and units that
+// can still be pre-ordered against expected supply.
+type capacity struct{ stock, preorder int }
+
+func readCapacity(ctx context.Context, tx pgx.Tx, skuID, locationID int64, lock bool) (capacity, error) {
+	c := capacity{}
+	query := `SELECT on_hand - reserved, pending_supply - preordered FROM balances WHERE sku_id = $1 AND location_id = $2`
+	if lock {
+		query += ` FOR UPDATE`
+	}
+	err := tx.QueryRow(ctx, query, skuID, locationID).Scan(&c.stock, &c.preorder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return capacity{}, nil // never stocked here
+	}
+	return c, err
 }
 
 // lockSources locks every balance row of a SKU in location id order and
-// returns them in sourcing order (priority, then code).
-func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]source, error) {
+// returns their locations in sourcing order (priority, then code).
+func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]int64, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT b.location_id, l.priority, l.code, b.on_hand - b.reserved
+		SELECT b.location_id, l.priority, l.code
 		FROM balances b JOIN locations l ON l.id = b.location_id
 		WHERE b.sku_id = $1
 		ORDER BY b.location_id
@@ -131,43 +194,31 @@ func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]source, error) 
 		return nil, err
 	}
 	type row struct {
-		source
+		id       int64
 		priority int
 		code     string
 	}
 	locked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		return x, r.Scan(&x.locationID, &x.priority, &x.code, &x.available)
+		return x, r.Scan(&x.id, &x.priority, &x.code)
 	})
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(locked, func(a, b row) int { return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.code, b.code)) })
-	out := make([]source, len(locked))
+	out := make([]int64, len(locked))
 	for i, r := range locked {
-		out[i] = r.source
+		out[i] = r.id
 	}
 	return out, nil
 }
 
-// claim is the conditional claim of q units at one balance, with its ledger row.
-func claim(ctx context.Context, tx pgx.Tx, reservationID string, skuID, locationID int64, q int) error {
+// claim is the conditional claim of stock units and preorder units at one
+// balance, with its ledger row; errNotAvailable if the balance has too little.
+func claim(ctx context.Context, tx pgx.Tx, reservationID string, skuID, locationID int64, stock, preorder int) error {
 	_, err := applyMovement(ctx, tx, balanceKey{skuID: skuID, locationID: locationID},
-		movement{reserved: q, cause: "reserved", reservationID: &reservationID, claim: true})
+		movement{reserved: stock, preordered: preorder, cause: "reserved", reservationID: &reservationID, claim: true})
 	return err
-}
-
-// outOfStock turns a failed claim into OUT_OF_STOCK saying what was available.
-func outOfStock(ctx context.Context, tx pgx.Tx, l basketLine, err error) error {
-	if err != errNotAvailable {
-		return err
-	}
-	available := 0
-	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT on_hand - reserved FROM balances WHERE sku_id = $1 AND location_id = $2), 0)`,
-		l.skuID, l.locationID).Scan(&available); err != nil {
-		return err
-	}
-	return outOfStockError(l, available)
 }
 
 func outOfStockError(l basketLine, available int) error {
@@ -198,22 +249,37 @@ func resolveBasket(ctx context.Context, tx pgx.Tx, lines []domain.ReserveLine) (
 			locCodes = append(locCodes, *l.Location)
 		}
 	}
-	skus, err := idsByCode(ctx, tx, `SELECT code, id FROM skus WHERE code = ANY($1)`, skuCodes)
+	type sku struct {
+		id   int64
+		kind string
+	}
+	skus := map[string]sku{}
+	rows, err := tx.Query(ctx, `SELECT code, id, kind FROM skus WHERE code = ANY($1)`, skuCodes)
 	if err != nil {
 		return nil, err
 	}
-	locs, err := idsByCode(ctx, tx, `SELECT code, id FROM locations WHERE code = ANY($1)`, locCodes)
+	var code string
+	var s sku
+	if _, err := pgx.ForEachRow(rows, []any{&code, &s.id, &s.kind}, func() error { skus[code] = s; return nil }); err != nil {
+		return nil, err
+	}
+	locs := map[string]int64{}
+	rows, err = tx.Query(ctx, `SELECT code, id FROM locations WHERE code = ANY($1)`, locCodes)
 	if err != nil {
+		return nil, err
+	}
+	var id int64
+	if _, err := pgx.ForEachRow(rows, []any{&code, &id}, func() error { locs[code] = id; return nil }); err != nil {
 		return nil, err
 	}
 	out := make([]basketLine, len(lines))
 	for i, l := range lines {
 		field := func(name string) []string { return []string{"input", "lines", strconv.Itoa(i), name} }
-		skuID, ok := skus[l.SKU]
+		s, ok := skus[l.SKU]
 		if !ok {
 			return nil, &domain.Error{Code: domain.CodeUnknownSKU, Line: &i, SKU: l.SKU, Field: field("sku"), Message: "unknown SKU " + strconv.Quote(l.SKU)}
 		}
-		out[i] = basketLine{index: i, skuID: skuID, sku: l.SKU, quantity: l.Quantity}
+		out[i] = basketLine{index: i, skuID: s.id, kind: kindFromDB(s.kind), sku: l.SKU, quantity: l.Quantity}
 		if l.Location != nil {
 			locID, ok := locs[*l.Location]
 			if !ok {
@@ -225,33 +291,62 @@ func resolveBasket(ctx context.Context, tx pgx.Tx, lines []domain.ReserveLine) (
 	return out, nil
 }
 
-func idsByCode(ctx context.Context, tx pgx.Tx, query string, codes []string) (map[string]int64, error) {
-	out := map[string]int64{}
-	if len(codes) == 0 {
-		return out, nil
-	}
-	rows, err := tx.Query(ctx, query, codes)
-	if err != nil {
-		return nil, err
-	}
-	var code string
-	var id int64
-	_, err = pgx.ForEachRow(rows, []any{&code, &id}, func() error { out[code] = id; return nil })
-	return out, err
-}
-
-// insertHeldLines writes the reservation's lines in one statement.
+// insertHeldLines writes the reservation's lines in one statement, then
+// claims specific code rows for the in-stock part of each CODES line.
 func insertHeldLines(ctx context.Context, tx pgx.Tx, reservationID string, held []heldLine) error {
 	idx := make([]int32, len(held))
 	skus := make([]int64, len(held))
 	locs := make([]int64, len(held))
 	qty := make([]int32, len(held))
+	pre := make([]int32, len(held))
 	for i, h := range held {
-		idx[i], skus[i], locs[i], qty[i] = int32(h.index), h.skuID, h.locationID, int32(h.quantity)
+		idx[i], skus[i], locs[i], qty[i], pre[i] = int32(h.index), h.skuID, h.locationID, int32(h.quantity), int32(h.preorder)
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity)
-		SELECT $1, * FROM unnest($2::int[], $3::bigint[], $4::bigint[], $5::int[])`,
-		reservationID, idx, skus, locs, qty)
-	return err
+	rows, err := tx.Query(ctx, `
+		INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity, preorder_quantity)
+		SELECT $1, * FROM unnest($2::int[], $3::bigint[], $4::bigint[], $5::int[], $6::int[])
+		RETURNING id, line_no, location_id`,
+		reservationID, idx, skus, locs, qty, pre)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		index    int
+		location int64
+	}
+	ids := map[key]int64{}
+	var id, loc int64
+	var line int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &line, &loc}, func() error { ids[key{line, loc}] = id; return nil }); err != nil {
+		return err
+	}
+	for _, h := range held {
+		if h.kind == domain.KindCodes && h.quantity > h.preorder {
+			if err := claimCodes(ctx, tx, ids[key{h.index, h.locationID}], h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// claimCodes marks the oldest available codes of a balance held by a
+// reservation line. The balance row is already locked and its reserved count
+// raised by the same number, so exactly that many must be found; SKIP LOCKED
+// only keeps a claim from waiting on rows some other statement has locked.
+func claimCodes(ctx context.Context, tx pgx.Tx, lineID int64, h heldLine) error {
+	want := h.quantity - h.preorder
+	tag, err := tx.Exec(ctx, `
+		UPDATE codes SET status = 'held', reservation_line_id = $1, updated_at = now()
+		WHERE id IN (SELECT id FROM codes
+		             WHERE sku_id = $2 AND location_id = $3 AND status = 'available'
+		             ORDER BY batch_id, id LIMIT $4
+		             FOR UPDATE SKIP LOCKED)`, lineID, h.skuID, h.locationID, want)
+	if err != nil {
+		return err
+	}
+	if int(tag.RowsAffected()) != want {
+		return fmt.Errorf("codes balance out of step: %d codes claimable for %d counted available", tag.RowsAffected(), want)
+	}
+	return nil
 }

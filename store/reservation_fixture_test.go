@@ -56,7 +56,7 @@ func (b *testBundle) requireInvariants(t *testing.T) {
 	var bad int
 	err := b.pool.QueryRow(b.ctx, `
 		SELECT count(*) FROM balances bal
-		WHERE bal.reserved <> coalesce((SELECT sum(rl.quantity) FROM reservation_lines rl JOIN reservations r ON r.id = rl.reservation_id
+		WHERE bal.reserved <> coalesce((SELECT sum(rl.quantity - rl.preorder_quantity) FROM reservation_lines rl JOIN reservations r ON r.id = rl.reservation_id
 		                                WHERE r.status = 'held' AND rl.sku_id = bal.sku_id AND rl.location_id = bal.location_id), 0)
 		   OR bal.on_hand <> coalesce((SELECT sum(on_hand_delta) FROM stock_movements m WHERE m.sku_id = bal.sku_id AND m.location_id = bal.location_id), 0)
 		   OR bal.reserved <> coalesce((SELECT sum(reserved_delta) FROM stock_movements m WHERE m.sku_id = bal.sku_id AND m.location_id = bal.location_id), 0)

@@ -97,6 +97,11 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 			if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil); err != nil {
 				return err
 			}
+			// A pre-order confirmed while stock is already there is filled now
+			// rather than at the next delivery.
+			if err := allocateForReservation(ctx, tx, in.ID); err != nil {
+				return err
+			}
 		}
 		res, err = loadReservation(ctx, tx, in.ID)
 		return err
@@ -139,8 +144,10 @@ func writeOrder(ctx context.Context, tx pgx.Tx, in domain.ConfirmInput) error {
 			Message: "snapshot for SKU " + skus[*unmatched] + ", which is not in this reservation"}
 	}
 	_, err = tx.Exec(ctx, `
-		INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency)
-		SELECT $1, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency
+		INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency,
+		                         preorder_quantity, pending)
+		SELECT $1, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency,
+		       rl.preorder_quantity, rl.preorder_quantity
 		FROM reservation_lines rl
 		JOIN skus s ON s.id = rl.sku_id
 		LEFT JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS snap(sku, title, price, currency) ON snap.sku = s.code
@@ -216,10 +223,12 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 }
 
 // endHolds moves held reservations (locked by the caller) to a terminal status
-// and gives their stock back: confirmed takes it off on_hand and reserved,
-// released and expired off reserved only. Balance rows are locked in (sku,
-// location) order before they change, the one lock order every writer uses.
-// Each reservation line writes its ledger row.
+// and settles their stock: confirmed takes the in-stock part off on_hand and
+// reserved (and sells the held codes; the pre-ordered part stays promised on
+// the order line), released and expired give the in-stock part back to
+// reserved and the pre-ordered part back to preordered (and free the codes).
+// Balance rows are locked in (sku, location) order before they change, the one
+// lock order every writer uses. Each reservation line writes its ledger row.
 func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
 	var dbReason *string
 	if reason != nil {
@@ -246,17 +255,37 @@ func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Reserv
 	sold := status == domain.StatusConfirmed
 	if _, err := tx.Exec(ctx, `
 		UPDATE balances b
-		SET reserved = b.reserved - t.q, on_hand = b.on_hand - CASE WHEN $2 THEN t.q ELSE 0 END, updated_at = now()
-		FROM (SELECT sku_id, location_id, sum(quantity)::int AS q FROM reservation_lines
-		      WHERE reservation_id = ANY($1::uuid[]) GROUP BY sku_id, location_id) t
+		SET reserved = b.reserved - t.stock,
+		    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
+		    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
+		    updated_at = now()
+		FROM (SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
+		      FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]) GROUP BY sku_id, location_id) t
 		WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id`, ids, sold); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `
-		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, cause, actor, reservation_id)
-		SELECT sku_id, location_id, CASE WHEN $2 THEN -quantity ELSE 0 END, -quantity, $3, $4, reservation_id
-		FROM reservation_lines WHERE reservation_id = ANY($1::uuid[])
-		ORDER BY reservation_id, id`, ids, sold, cause, domain.ActorFrom(ctx).Name)
+	if _, err = tx.Exec(ctx, `
+		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)
+		SELECT sku_id, location_id,
+		       CASE WHEN $2 THEN preorder_quantity - quantity ELSE 0 END,
+		       preorder_quantity - quantity,
+		       CASE WHEN $2 THEN 0 ELSE -preorder_quantity END,
+		       $3, $4, reservation_id
+		FROM reservation_lines
+		WHERE reservation_id = ANY($1::uuid[]) AND NOT ($2 AND quantity = preorder_quantity)
+		ORDER BY reservation_id, id`, ids, sold, cause, domain.ActorFrom(ctx).Name); err != nil {
+		return err
+	}
+	if sold {
+		_, err = tx.Exec(ctx, `
+			UPDATE codes c SET status = 'sold', order_line_id = ol.id, updated_at = now()
+			FROM order_lines ol JOIN reservation_lines rl ON rl.id = ol.reservation_line_id
+			WHERE c.reservation_line_id = rl.id AND c.status = 'held' AND rl.reservation_id = ANY($1::uuid[])`, ids)
+	} else {
+		_, err = tx.Exec(ctx, `
+			UPDATE codes SET status = 'available', reservation_line_id = NULL, updated_at = now()
+			WHERE status = 'held' AND reservation_line_id IN (SELECT id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))`, ids)
+	}
 	return err
 }
 

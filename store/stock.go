@@ -28,6 +28,10 @@ func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (
 			return codesNeedImport(in.SKU)
 		}
 		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
+		if err != nil {
+			return err
+		}
+		out, err = fillPreorders(ctx, tx, k, out)
 		return err
 	})
 	return out, wrap("StockReceive", err)
@@ -65,6 +69,10 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 				Message: fmt.Sprintf("on hand %d with %d reserved: at most %d can be removed; release holds first", onHand, reserved, removable)}
 		}
 		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Delta, cause: "adjusted", reason: in.Reason, reference: in.Reference})
+		if err != nil || in.Delta < 0 {
+			return err
+		}
+		out, err = fillPreorders(ctx, tx, k, out)
 		return err
 	})
 	return out, wrap("StockAdjust", err)
@@ -133,4 +141,17 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 func codesNeedImport(sku string) error {
 	return &domain.Error{Code: domain.CodeInvalidInput, SKU: sku, Field: []string{"input", "sku"},
 		Message: "SKU " + sku + " is a CODES SKU: its stock changes by importing codes, not by count"}
+}
+
+// fillPreorders allocates newly arrived stock to waiting pre-orders and
+// returns the balance as it is afterwards (b when nothing was allocated).
+func fillPreorders(ctx context.Context, tx pgx.Tx, k balanceKey, b domain.Balance) (domain.Balance, error) {
+	if b.Preordered == 0 {
+		return b, nil
+	}
+	filled, err := allocatePreorders(ctx, tx, k)
+	if err != nil || filled == 0 {
+		return b, err
+	}
+	return readBalance(ctx, tx, k)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"inventory/codecrypt"
 )
 
 // Store implements the domain services on PostgreSQL.
@@ -27,6 +29,9 @@ type Store struct {
 	// maxAttempts bounds how often a transaction that lost a deadlock or a
 	// serialization race is run again.
 	maxAttempts int
+	// Keyring seals and opens unit codes. Without it, code imports and reveals
+	// fail; quantity stock works.
+	Keyring *codecrypt.Keyring
 }
 
 // New returns a Store on pool.

@@ -5,6 +5,8 @@ package model
 import (
 	"inventory/domain"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql"
 )
 
 type AdjustStockInput struct {
@@ -72,6 +74,22 @@ type ExtendReservationInput struct {
 	TTLSeconds int `json:"ttlSeconds"`
 }
 
+type ImportCodesInput struct {
+	Sku      string `json:"sku"`
+	Location string `json:"location"`
+	// Names the batch for this SKU: importing the same batchRef again inserts nothing and returns the first result.
+	BatchRef string `json:"batchRef"`
+	// The codes, one per element.
+	Codes []string `json:"codes,omitempty"`
+	// Or a file: one code per line, or CSV with the code in the first column (an optional header line 'code').
+	File *graphql.Upload `json:"file,omitempty"`
+}
+
+type ImportCodesPayload struct {
+	Batch      *domain.CodeBatch `json:"batch,omitempty"`
+	UserErrors []UserError       `json:"userErrors"`
+}
+
 type Mutation struct {
 }
 
@@ -131,6 +149,13 @@ type ReservePayload struct {
 	// True when this requestKey already named a reservation with the same inputs; it is returned in its current state.
 	Replayed   bool        `json:"replayed"`
 	UserErrors []UserError `json:"userErrors"`
+}
+
+type SetPreorderInput struct {
+	Sku      string `json:"sku"`
+	Location string `json:"location"`
+	// Units expected from the supplier; reserve sells against what is not yet pre-ordered. 0..1000000, never below preordered.
+	PendingSupply int `json:"pendingSupply"`
 }
 
 // A business outcome: the request was understood, refused, and changed nothing.
