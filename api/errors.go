@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/go-chi/chi/v5/middleware"
@@ -69,7 +70,7 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 // recoverPanic turns a resolver panic into an INTERNAL error after logging it.
 func recoverPanic(logger *slog.Logger) graphql.RecoverFunc {
 	return func(ctx context.Context, p any) error {
-		logger.ErrorContext(ctx, "panic in resolver", "request_id", middleware.GetReqID(ctx), "panic", p)
+		logger.ErrorContext(ctx, "panic in resolver", "request_id", middleware.GetReqID(ctx), "panic", p, "stack", string(debug.Stack()))
 		return errors.New("panic") // presented as INTERNAL
 	}
 }

@@ -41,7 +41,7 @@ func NewRouter(cfg Config) http.Handler {
 	gql := newGraphQLHandler(cfg.Resolver, cfg.GraphQL, cfg.Logger)
 	r.Group(func(r chi.Router) {
 		r.Use(cfg.Authenticator.Middleware)
-		r.With(limitBody(cfg.MaxBodyBytes)).Handle("/graphql", gql)
+		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes)).Handle("/graphql", gql)
 	})
 	return r
 }

@@ -69,7 +69,8 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE code_staging (line int, fingerprint bytea, ciphertext bytea, key_id text) ON COMMIT DROP`); err != nil {
 			return err
 		}
-		src := &stagingSource{lines: lines, keys: s.Keyring, skuID: k.skuID, batch: &batch}
+		src := &stagingSource{keys: s.Keyring, skuID: k.skuID, batch: &batch}
+		src.next, src.stop = iter.Pull2(lines)
 		defer src.stop()
 		staged, err := tx.CopyFrom(ctx, pgx.Identifier{"code_staging"}, []string{"line", "fingerprint", "ciphertext", "key_id"}, src)
 		if err != nil {
@@ -112,7 +113,6 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 // fingerprint, ciphertext, key id); rejected lines are only counted. The
 // plaintext exists only between reading the line and sealing it.
 type stagingSource struct {
-	lines iter.Seq2[string, error]
 	keys  *codecrypt.Keyring
 	skuID int64
 	batch *domain.CodeBatch
@@ -124,9 +124,6 @@ type stagingSource struct {
 }
 
 func (s *stagingSource) Next() bool {
-	if s.next == nil {
-		s.next, s.stop = iter.Pull2(s.lines)
-	}
 	for {
 		line, err, ok := s.next()
 		if !ok {
