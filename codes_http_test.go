@@ -18,7 +18,7 @@ const importMutation = `mutation($in: ImportCodesInput!) { importCodes(input: $i
 
 type importPayload struct {
 	Batch *struct {
-		BatchRef                                                    string
+		BatchRef                                                  string
 		Received, Inserted, Duplicates, Rejected, PreordersFilled int
 	}
 	UserErrors []struct{ Code, Message string }

@@ -71,14 +71,14 @@ type Order struct {
 // Codes are not loaded with the line: revealing them is a recorded act
 // (Codes.CodesReveal), done only when a client asks for them.
 type OrderLine struct {
-	ID           int64 // internal: what CodesReveal takes
-	Kind         StockKind
-	SKU          string
-	Location     string
-	Quantity     int
-	Title        *string
-	UnitPrice    *string
-	Currency     *string
+	ID        int64 // internal: what CodesReveal takes
+	Kind      StockKind
+	SKU       string
+	Location  string
+	Quantity  int
+	Title     *string
+	UnitPrice *string
+	Currency  *string
 	// PendingCodes counts pre-ordered units not yet allocated.
 	PendingCodes int
 }
