@@ -55,6 +55,7 @@ type movement struct {
 	onHand, reserved, pendingSupply, preordered int
 	cause, reason, reference                    string
 	reservationID                               *string
+	checkoutID                                  string // of the reservation, for its stock event
 	// claim makes the change conditional on on_hand - reserved >= reserved
 	// delta and pending_supply - preordered >= preordered delta: the seeds'
 	// conditional claim. applyMovement then answers errNotAvailable instead of
@@ -82,11 +83,14 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta,
 				pending_supply_delta, preordered_delta, cause, reason, reference, actor, reservation_id)
 			SELECT sku_id, location_id, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10, $11 FROM b
+		), event AS (
+			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+			SELECT sku_id, location_id, $13, on_hand, reserved, $11, NULLIF($14, '') FROM b
 		)
 		SELECT `+balanceColumns+`
 		FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`,
 		k.skuID, k.locationID, m.onHand, m.reserved, m.pendingSupply, m.preordered,
-		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim)
+		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim, eventCause(m.cause), m.checkoutID)
 	if err != nil {
 		return domain.Balance{}, err
 	}
@@ -113,4 +117,13 @@ func readBalance(ctx context.Context, tx pgx.Tx, k balanceKey) (domain.Balance, 
 		return domain.Balance{}, err
 	}
 	return pgx.CollectExactlyOneRow(rows, scanBalance)
+}
+
+// eventCause is the stock event cause for a ledger cause: setting expected
+// supply is an adjustment as far as watchers are concerned.
+func eventCause(ledgerCause string) string {
+	if ledgerCause == "preorder_set" {
+		return "adjusted"
+	}
+	return ledgerCause
 }

@@ -45,7 +45,7 @@ type heldLine struct {
 // deadlock on each other (the retry in inTx remains for anything else). Code
 // rows are claimed after their balance row is locked, so claimers of one
 // balance never compete for the same codes.
-func claimBasket(ctx context.Context, tx pgx.Tx, reservationID string, lines []domain.ReserveLine) error {
+func claimBasket(ctx context.Context, tx pgx.Tx, r reservationRef, lines []domain.ReserveLine) error {
 	basket, err := resolveBasket(ctx, tx, lines)
 	if err != nil {
 		return err
@@ -59,18 +59,22 @@ func claimBasket(ctx context.Context, tx pgx.Tx, reservationID string, lines []d
 		for end < len(basket) && basket[end].skuID == basket[start].skuID {
 			end++
 		}
-		h, err := claimSKU(ctx, tx, reservationID, basket[start:end])
+		h, err := claimSKU(ctx, tx, r, basket[start:end])
 		if err != nil {
 			return err
 		}
 		held = append(held, h...)
 		start = end
 	}
-	return insertHeldLines(ctx, tx, reservationID, held)
+	return insertHeldLines(ctx, tx, r.id, held)
 }
 
+// reservationRef names the reservation a claim is for, and its checkout, which
+// the claim's stock event carries.
+type reservationRef struct{ id, checkoutID string }
+
 // claimSKU claims one SKU's lines; they are sorted with sourced lines last.
-func claimSKU(ctx context.Context, tx pgx.Tx, reservationID string, lines []basketLine) ([]heldLine, error) {
+func claimSKU(ctx context.Context, tx pgx.Tx, r reservationRef, lines []basketLine) ([]heldLine, error) {
 	var sources []int64
 	if lines[len(lines)-1].locationID == 0 {
 		var err error
@@ -81,14 +85,14 @@ func claimSKU(ctx context.Context, tx pgx.Tx, reservationID string, lines []bask
 	var held []heldLine
 	for _, l := range lines {
 		if l.locationID != 0 {
-			h, err := claimAt(ctx, tx, reservationID, l)
+			h, err := claimAt(ctx, tx, r, l)
 			if err != nil {
 				return nil, err
 			}
 			held = append(held, h)
 			continue
 		}
-		h, err := claimSourced(ctx, tx, reservationID, l, sources)
+		h, err := claimSourced(ctx, tx, r, l, sources)
 		if err != nil {
 			return nil, err
 		}
@@ -100,9 +104,9 @@ func claimSKU(ctx context.Context, tx pgx.Tx, reservationID string, lines []bask
 // claimAt claims a line at its location: from stock if there is enough (the
 // seeds' single conditional UPDATE), else from stock plus what can still be
 // pre-ordered against expected supply.
-func claimAt(ctx context.Context, tx pgx.Tx, reservationID string, l basketLine) (heldLine, error) {
+func claimAt(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine) (heldLine, error) {
 	h := heldLine{index: l.index, skuID: l.skuID, kind: l.kind, locationID: l.locationID, quantity: l.quantity}
-	err := claim(ctx, tx, reservationID, l.skuID, l.locationID, l.quantity, 0)
+	err := claim(ctx, tx, r, l.skuID, l.locationID, l.quantity, 0)
 	if !errors.Is(err, errNotAvailable) {
 		return h, err
 	}
@@ -117,14 +121,14 @@ func claimAt(ctx context.Context, tx pgx.Tx, reservationID string, l basketLine)
 	}
 	stock := min(l.quantity, c.stock)
 	h.preorder = l.quantity - stock
-	return h, claim(ctx, tx, reservationID, l.skuID, l.locationID, stock, h.preorder)
+	return h, claim(ctx, tx, r, l.skuID, l.locationID, stock, h.preorder)
 }
 
 // claimSourced takes a line without a location from stock at locations in
 // priority order, then, if that is not enough, from what can be pre-ordered,
 // again in priority order. The balance rows are locked, so what is read is
 // what the claims find.
-func claimSourced(ctx context.Context, tx pgx.Tx, reservationID string, l basketLine, sources []int64) ([]heldLine, error) {
+func claimSourced(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine, sources []int64) ([]heldLine, error) {
 	caps := make([]capacity, len(sources))
 	total := 0
 	for i, loc := range sources {
@@ -156,7 +160,7 @@ func claimSourced(ctx context.Context, tx pgx.Tx, reservationID string, l basket
 			continue
 		}
 		p.index, p.skuID, p.kind, p.locationID = l.index, l.skuID, l.kind, sources[i]
-		if err := claim(ctx, tx, reservationID, l.skuID, p.locationID, p.quantity-p.preorder, p.preorder); err != nil {
+		if err := claim(ctx, tx, r, l.skuID, p.locationID, p.quantity-p.preorder, p.preorder); err != nil {
 			return nil, err // cannot be errNotAvailable: the row is locked and was just read
 		}
 		held = append(held, p)
@@ -215,9 +219,9 @@ func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]int64, error) {
 
 // claim is the conditional claim of stock units and preorder units at one
 // balance, with its ledger row; errNotAvailable if the balance has too little.
-func claim(ctx context.Context, tx pgx.Tx, reservationID string, skuID, locationID int64, stock, preorder int) error {
+func claim(ctx context.Context, tx pgx.Tx, r reservationRef, skuID, locationID int64, stock, preorder int) error {
 	_, err := applyMovement(ctx, tx, balanceKey{skuID: skuID, locationID: locationID},
-		movement{reserved: stock, preordered: preorder, cause: "reserved", reservationID: &reservationID, claim: true})
+		movement{reserved: stock, preordered: preorder, cause: "reserved", reservationID: &r.id, checkoutID: r.checkoutID, claim: true})
 	return err
 }
 

@@ -57,7 +57,7 @@ func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (
 			if err != nil {
 				return err
 			}
-			return claimBasket(ctx, sp, id, in.Lines)
+			return claimBasket(ctx, sp, reservationRef{id: id, checkoutID: in.CheckoutID}, in.Lines)
 		})
 		if e, ok := domain.AsError(err); ok && e.Code == domain.CodeOutOfStock {
 			// The savepoint is rolled back: nothing is held. Record the failure.

@@ -253,16 +253,27 @@ func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Reserv
 		return err
 	}
 	sold := status == domain.StatusConfirmed
-	if _, err := tx.Exec(ctx, `
-		UPDATE balances b
-		SET reserved = b.reserved - t.stock,
-		    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
-		    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
-		    updated_at = now()
-		FROM (SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
-		      FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]) GROUP BY sku_id, location_id) t
-		WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id`, ids, sold); err != nil {
-		return err
+	// One reservation at a time (the locks are all held already), so each
+	// stock event carries the balance exactly as that reservation left it.
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, `
+			WITH t AS (
+				SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
+				FROM reservation_lines WHERE reservation_id = $1 GROUP BY sku_id, location_id
+			), b AS (
+				UPDATE balances b
+				SET reserved = b.reserved - t.stock,
+				    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
+				    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
+				    updated_at = now()
+				FROM t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
+				RETURNING b.*
+			)
+			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+			SELECT sku_id, location_id, $3, on_hand, reserved, $1, (SELECT checkout_id FROM reservations WHERE id = $1)
+			FROM b ORDER BY sku_id, location_id`, id, sold, cause); err != nil {
+			return err
+		}
 	}
 	if _, err = tx.Exec(ctx, `
 		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)

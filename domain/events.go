@@ -1,0 +1,59 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StockEventCause says what changed a balance. The values are the GraphQL
+// enum names.
+type StockEventCause string
+
+const (
+	CauseReceived          StockEventCause = "RECEIVED"
+	CauseAdjusted          StockEventCause = "ADJUSTED"
+	CauseReserved          StockEventCause = "RESERVED"
+	CauseConfirmed         StockEventCause = "CONFIRMED"
+	CauseReleased          StockEventCause = "RELEASED"
+	CauseExpired           StockEventCause = "EXPIRED"
+	CauseImported          StockEventCause = "IMPORTED"
+	CausePreorderAllocated StockEventCause = "PREORDER_ALLOCATED"
+)
+
+// StockEvent is one balance change, with the balance after it. Seq orders all
+// events in one dense sequence: 1, 2, 3, … with no gaps.
+type StockEvent struct {
+	Seq           int64
+	SKU           string
+	Location      string
+	Cause         StockEventCause
+	OnHand        int
+	Reserved      int
+	At            time.Time
+	ReservationID *string
+	// CheckoutID is the checkout whose reservation caused the change, for
+	// reservationChanged; never sent to stock subscribers.
+	CheckoutID string
+}
+
+// Available is what could be reserved after the change.
+func (e StockEvent) Available() int { return e.OnHand - e.Reserved }
+
+// MaxStockEventsPage bounds one stockEvents query.
+const MaxStockEventsPage = 1000
+
+// ErrCursorExpired is an after cursor older than the retained events: the
+// client must resync from availability and continue from the newest seq.
+type ErrCursorExpired struct{ After, OldestKept int64 }
+
+func (e *ErrCursorExpired) Error() string {
+	return fmt.Sprintf("events after seq %d are no longer kept (the oldest kept follows seq %d): resync from availability, then subscribe without after",
+		e.After, e.OldestKept)
+}
+
+// StockEvents reads the published event stream. Implemented by store.Store.
+type StockEvents interface {
+	// StockEventsAfter returns up to limit events with seq > after, in order.
+	StockEventsAfter(ctx context.Context, after int64, limit int) ([]StockEvent, error)
+}

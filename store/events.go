@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+var _ domain.StockEvents = (*Store)(nil)
+
+// StockEventsChannel is the PostgreSQL NOTIFY channel the relay signals on,
+// at most once per publish, with the newest seq as payload.
+const StockEventsChannel = "inventory_stock_events"
+
+// relayLock makes one relay at a time, across all instances, assign seq.
+const relayLock = 0x1_4E5E_47_E7E7
+
+// StockEventsPublish is one relay tick. Writers insert events without seq,
+// in their own transactions, which commit in any order; this assigns seq to
+// the events that have committed since the last tick, in one transaction that
+// holds an advisory lock, as max(seq)+1, +2, … in id order, and notifies
+// listeners once for the whole batch.
+//
+// Why readers never see a gap: seq values become visible only when a relay
+// transaction commits, and relay transactions run one after another (the
+// second takes the lock after the first committed, and its max(seq) sees the
+// first's batch). A snapshot therefore sees seq 1..M for some M, never M+2
+// without M+1, and an event that committed late simply gets a later seq; it
+// cannot be skipped by a reader that already passed its position, because no
+// position is handed out before the event is visible. Writers pay one INSERT
+// and never NOTIFY (a NOTIFY per commit serializes every committing writer on
+// one global lock).
+//
+// It returns how many events it published; 0 when another instance's relay
+// holds the lock.
+func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		n = 0
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(relayLock)).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		var last *int64
+		err := tx.QueryRow(ctx, `
+			WITH base AS (SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) AS m FROM stock_events),
+			todo AS (
+				SELECT id, row_number() OVER (ORDER BY id) AS rn
+				FROM (SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1) unpublished
+			),
+			published AS (
+				UPDATE stock_events e SET seq = base.m + todo.rn
+				FROM todo, base WHERE e.id = todo.id
+				RETURNING e.seq
+			)
+			SELECT count(*), max(seq) FROM published`, limit).Scan(&n, &last)
+		if err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2::text)`, StockEventsChannel, *last)
+		return err
+	})
+	return n, wrap("StockEventsPublish", err)
+}
+
+// StockEventsAfter returns up to limit published events with seq > after, in
+// order. A cursor older than the retained events is *domain.ErrCursorExpired.
+func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error) {
+	if after < 0 {
+		return nil, domain.Limitf("after must not be negative")
+	}
+	if limit < 1 || limit > domain.MaxStockEventsPage {
+		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxStockEventsPage)
+	}
+	var events []domain.StockEvent
+	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		var pruned int64
+		if err := tx.QueryRow(ctx, `SELECT through_seq FROM stock_events_pruned`).Scan(&pruned); err != nil {
+			return err
+		}
+		if after < pruned {
+			return &domain.ErrCursorExpired{After: after, OldestKept: pruned}
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT e.seq, s.code, l.code, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id, coalesce(e.checkout_id, '')
+			FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
+			WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, after, limit)
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.StockEvent, error) {
+			var e domain.StockEvent
+			var cause string
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.CheckoutID)
+			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
+			return e, err
+		})
+		return err
+	})
+	return events, wrap("StockEventsAfter", err)
+}
+
+// StockEventsLatest is the newest published seq (0 when there is none): where
+// a live subscription without a cursor starts.
+func (s *Store) StockEventsLatest(ctx context.Context) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) FROM stock_events`).Scan(&seq)
+	return seq, wrap("StockEventsLatest", err)
+}
+
+// StockEventsPrune deletes published events older than keep. It deletes a
+// prefix of the sequence (everything up to the newest old event), so the kept
+// events stay gap-free, and records how far it pruned so that older cursors
+// are told to resync. It returns how many events it deleted.
+func (s *Store) StockEventsPrune(ctx context.Context, keep time.Duration) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var through *int64
+		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM stock_events WHERE seq IS NOT NULL AND at < now() - make_interval(secs => $1)`,
+			keep.Seconds()).Scan(&through); err != nil || through == nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM stock_events WHERE seq <= $1`, *through)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		_, err = tx.Exec(ctx, `UPDATE stock_events_pruned SET through_seq = greatest(through_seq, $1)`, *through)
+		return err
+	})
+	return n, wrap("StockEventsPrune", err)
+}
