@@ -8,6 +8,7 @@ import (
 
 	"inventory/auth"
 	"inventory/codecrypt"
+	"inventory/events"
 )
 
 // config is the server's whole configuration, read from the environment.
@@ -28,6 +29,8 @@ type config struct {
 	SweepInterval     time.Duration // INVENTORY_SWEEP_INTERVAL
 	SweepGrace        time.Duration // INVENTORY_SWEEP_GRACE
 	JobWorkers        int           // INVENTORY_JOB_WORKERS
+	EventsRetention   time.Duration // INVENTORY_EVENTS_RETENTION
+	Events            events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
 	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 }
 
@@ -79,7 +82,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SweepInterval:     dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
 		SweepGrace:        dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
 		JobWorkers:        int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
-		LogLevel:          str("INVENTORY_LOG_LEVEL", "info"),
+		EventsRetention:   dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
+		Events: events.Config{
+			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),
+			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
+			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
+		},
+		LogLevel: str("INVENTORY_LOG_LEVEL", "info"),
 	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))

@@ -30,6 +30,7 @@ import (
 
 	"inventory/api"
 	"inventory/auth"
+	"inventory/events"
 	"inventory/jobs"
 	"inventory/migrations"
 	"inventory/resolvers"
@@ -122,14 +123,17 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		return nil, err
 	}
 	riverClient, err := jobs.NewClient(pool, jobs.Config{
-		Reconciler: st, Expirer: st, Sweeper: st, Logger: logger, MaxWorkers: cfg.JobWorkers,
+		Reconciler: st, Expirer: st, Sweeper: st, EventsPruner: st, EventsRetention: cfg.EventsRetention,
+		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 	})
 	if err != nil {
 		return nil, err
 	}
+	broker := events.NewBroker(st, pool, cfg.Events, logger)
 	router := api.NewRouter(api.Config{
-		Resolver:      &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, UnitCodes: st, Tokens: tokens},
+		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, UnitCodes: st,
+			Events: st, Broker: broker, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,
@@ -147,6 +151,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		return nil, fmt.Errorf("start river: %w", err)
 	}
 	ok = true
+	// The broker stops first at shutdown, so live subscriptions end (and
+	// their sockets close) before the pool they read from.
+	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
+	brokerDone := make(chan error, 1)
+	go func() { brokerDone <- broker.Run(brokerCtx) }()
 	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
 	serveErr := make(chan error, 1)
@@ -160,7 +169,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		logger.Info("shutting down")
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
-		err = errors.Join(err, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
+		stopBroker()
+		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
 		pool.Close()
 		s.done <- err
 	}()

@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"inventory/domain"
+	"inventory/socket"
 )
 
 // Error codes in a GraphQL error's extensions.code (API.md "Errors").
@@ -38,12 +39,20 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr
 		}
 		var limit *domain.LimitError
+		var expired *domain.ErrCursorExpired
 		var userErr *domain.Error
 		switch {
 		case errors.Is(cause, domain.ErrUnauthenticated):
 			setCode(gqlErr, CodeUnauthenticated)
+			socket.Close(ctx, socket.CloseUnauthenticated, gqlErr.Message)
 		case errors.Is(cause, domain.ErrForbidden):
+			// Over a WebSocket the refusal also closes the socket with 4403,
+			// so clients do not take it for a transient close and reconnect.
 			setCode(gqlErr, CodeForbidden)
+			socket.Close(ctx, socket.CloseForbidden, gqlErr.Message)
+		case errors.As(cause, &expired):
+			setCode(gqlErr, CodeBadRequest)
+			gqlErr.Extensions["reason"] = "CURSOR_EXPIRED"
 		case errors.As(cause, &limit):
 			setCode(gqlErr, CodeBadRequest)
 		case errors.As(cause, &userErr):

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -10,8 +12,11 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"inventory/auth"
+	"inventory/domain"
 	"inventory/graph"
 	"inventory/resolvers"
+	"inventory/socket"
 )
 
 // GraphQLConfig holds the limits of the GraphQL endpoint.
@@ -27,9 +32,15 @@ type GraphQLConfig struct {
 // newGraphQLHandler builds the /graphql handler with explicit transports:
 // GET and POST for queries and mutations, WebSocket (graphql-transport-ws and
 // graphql-ws) and SSE for subscriptions, and multipart for uploads.
-func newGraphQLHandler(r *resolvers.Resolver, cfg GraphQLConfig, logger *slog.Logger) *handler.Server {
+func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg GraphQLConfig, logger *slog.Logger) *handler.Server {
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
-	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: cfg.KeepAlive, InitTimeout: 10 * time.Second})
+	srv.AddTransport(transport.Websocket{
+		Implementation:        socket.Implementation{},
+		InitFunc:              authenticateSocket(authn),
+		InitTimeout:           10 * time.Second,
+		KeepAlivePingInterval: cfg.KeepAlive,
+		PingPongInterval:      cfg.KeepAlive,
+	})
 	srv.AddTransport(transport.SSE{})
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
@@ -42,4 +53,29 @@ func newGraphQLHandler(r *resolvers.Resolver, cfg GraphQLConfig, logger *slog.Lo
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))
 	return srv
+}
+
+// authenticateSocket authenticates a WebSocket on connection_init, from the
+// payload's Authorization (browsers cannot set headers on a WebSocket), else
+// the upgrade request's header. Every subscription needs a caller, so a socket
+// without a usable token is closed with 4401 at once.
+func authenticateSocket(authn *auth.Authenticator) transport.WebsocketInitFunc {
+	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		actor := domain.ActorFrom(ctx)
+		if header := payload.Authorization(); header != "" {
+			var err error
+			if actor, err = authn.Authenticate(ctx, header); err != nil {
+				return transport.WithWebsocketCloseCode(ctx, socket.CloseUnauthenticated), nil, errors.New("authentication unavailable")
+			}
+		}
+		if actor.Role == domain.RoleAnonymous {
+			reason := "a token is required: send {\"Authorization\": \"Bearer <token>\"} in connection_init"
+			if actor.TokenProblem != "" {
+				reason = actor.TokenProblem
+			}
+			ctx = transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, socket.CloseUnauthenticated), reason)
+			return ctx, nil, errors.New(reason)
+		}
+		return domain.WithActor(ctx, actor), nil, nil
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"inventory/auth"
 	"inventory/graphiql"
 	"inventory/resolvers"
+	"inventory/socket"
 )
 
 // Readiness reports why the server should not take traffic, or "" when ready.
@@ -38,9 +39,9 @@ func NewRouter(cfg Config) http.Handler {
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 
-	gql := newGraphQLHandler(cfg.Resolver, cfg.GraphQL, cfg.Logger)
+	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.Logger)
 	r.Group(func(r chi.Router) {
-		r.Use(cfg.Authenticator.Middleware)
+		r.Use(cfg.Authenticator.Middleware, socket.Middleware)
 		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes)).Handle("/graphql", gql)
 	})
 	return r

@@ -32,6 +32,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	OrderLine() OrderLineResolver
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 }
 
 type DirectiveRoot struct {
@@ -160,6 +161,7 @@ type ComplexityRoot struct {
 		Reconciliation       func(childComplexity int) int
 		Reservation          func(childComplexity int, id string) int
 		Sku                  func(childComplexity int, code string) int
+		StockEvents          func(childComplexity int, after *int64, first *int) int
 	}
 
 	ReconciliationIssue struct {
@@ -207,6 +209,23 @@ type ComplexityRoot struct {
 		Name     func(childComplexity int) int
 	}
 
+	StockEvent struct {
+		At            func(childComplexity int) int
+		Available     func(childComplexity int) int
+		Cause         func(childComplexity int) int
+		Location      func(childComplexity int) int
+		OnHand        func(childComplexity int) int
+		ReservationID func(childComplexity int) int
+		Reserved      func(childComplexity int) int
+		SKU           func(childComplexity int) int
+		Seq           func(childComplexity int) int
+	}
+
+	Subscription struct {
+		ReservationChanged func(childComplexity int, checkoutID string) int
+		StockChanged       func(childComplexity int, skus []string, locations []string, after *int64) int
+	}
+
 	UserError struct {
 		Available func(childComplexity int) int
 		Code      func(childComplexity int) int
@@ -246,6 +265,11 @@ type QueryResolver interface {
 	CheckoutReservations(ctx context.Context, checkoutID string) ([]domain.Reservation, error)
 	Order(ctx context.Context, ref string) (*domain.Order, error)
 	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
+	StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error)
+}
+type SubscriptionResolver interface {
+	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
+	ReservationChanged(ctx context.Context, checkoutID string) (<-chan *domain.Reservation, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -818,6 +842,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Sku(childComplexity, args["code"].(string)), true
+	case "Query.stockEvents":
+		if e.ComplexityRoot.Query.StockEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_stockEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.StockEvents(childComplexity, args["after"].(*int64), args["first"].(*int)), true
 
 	case "ReconciliationIssue.detail":
 		if e.ComplexityRoot.ReconciliationIssue.Detail == nil {
@@ -987,6 +1022,84 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Sku.Name(childComplexity), true
 
+	case "StockEvent.at":
+		if e.ComplexityRoot.StockEvent.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.At(childComplexity), true
+	case "StockEvent.available":
+		if e.ComplexityRoot.StockEvent.Available == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Available(childComplexity), true
+	case "StockEvent.cause":
+		if e.ComplexityRoot.StockEvent.Cause == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Cause(childComplexity), true
+	case "StockEvent.location":
+		if e.ComplexityRoot.StockEvent.Location == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Location(childComplexity), true
+	case "StockEvent.onHand":
+		if e.ComplexityRoot.StockEvent.OnHand == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.OnHand(childComplexity), true
+	case "StockEvent.reservationId":
+		if e.ComplexityRoot.StockEvent.ReservationID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.ReservationID(childComplexity), true
+	case "StockEvent.reserved":
+		if e.ComplexityRoot.StockEvent.Reserved == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Reserved(childComplexity), true
+	case "StockEvent.sku":
+		if e.ComplexityRoot.StockEvent.SKU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.SKU(childComplexity), true
+	case "StockEvent.seq":
+		if e.ComplexityRoot.StockEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Seq(childComplexity), true
+
+	case "Subscription.reservationChanged":
+		if e.ComplexityRoot.Subscription.ReservationChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_reservationChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ReservationChanged(childComplexity, args["checkoutId"].(string)), true
+	case "Subscription.stockChanged":
+		if e.ComplexityRoot.Subscription.StockChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_stockChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.StockChanged(childComplexity, args["skus"].([]string), args["locations"].([]string), args["after"].(*int64)), true
+
 	case "UserError.available":
 		if e.ComplexityRoot.UserError.Available == nil {
 			break
@@ -1095,6 +1208,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 				Data: buf.Bytes(),
 			}
 		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
 
 	default:
 		return graphql.OneShot(graphql.ErrorResponse(ctx, "unsupported GraphQL operation"))
@@ -1129,6 +1259,9 @@ scalar Time
 
 "A file in a GraphQL multipart request (graphql-multipart-request-spec)."
 scalar Upload
+
+"A 64-bit integer: event cursors."
+scalar Int64
 
 "How a SKU's stock is counted."
 enum StockKind {
@@ -1224,6 +1357,34 @@ type Query {
   order(ref: String!): Order
   "Admin: holds, overdue holds, allocation failures and the last sweeper pass."
   inventoryHealth: InventoryHealth!
+  "Admin: published stock events with seq > after (default 0), ascending; first is 1..1000. For polling clients."
+  stockEvents(after: Int64, first: Int = 100): [StockEvent!]!
+}
+
+"What changed a balance."
+enum StockEventCause {
+  RECEIVED
+  ADJUSTED
+  RESERVED
+  CONFIRMED
+  RELEASED
+  EXPIRED
+  IMPORTED
+  PREORDER_ALLOCATED
+}
+
+"One balance change, with the balance after it. seq is one dense sequence over all events: 1, 2, 3, … without gaps."
+type StockEvent {
+  seq: Int64!
+  sku: String!
+  location: String!
+  cause: StockEventCause!
+  onHand: Int!
+  reserved: Int!
+  available: Int!
+  at: Time!
+  "The reservation whose reserve, confirm, release or expiry made the change."
+  reservationId: ID
 }
 
 enum ReservationStatus {
@@ -1483,6 +1644,17 @@ type Mutation {
   importCodes(input: ImportCodesInput!): ImportCodesPayload!
   "Admin: set the supply expected for a balance, which pre-orders sell against."
   setPreorder(input: SetPreorderInput!): BalancePayload!
+}
+
+type Subscription {
+  """
+  Admin: every stock event, in seq order, then live. With after: every event with seq > after first
+  (resume without gaps); a cursor older than the retained events is an error telling you to resync from
+  availability. skus and locations filter (at most 500 and 100).
+  """
+  stockChanged(skus: [String!], locations: [String!], after: Int64): StockEvent!
+  "Owner checkout, service or admin: the checkout's reservations each time one changes status (e.g. EXPIRED)."
+  reservationChanged(checkoutId: String!): Reservation!
 }
 `, BuiltIn: false},
 }
@@ -1778,6 +1950,30 @@ func (ec *executionContext) childFields_Sku(ctx context.Context, field graphql.C
 		return ec.fieldContext_Sku_balances(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Sku", field.Name)
+}
+
+func (ec *executionContext) childFields_StockEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_StockEvent_seq(ctx, field)
+	case "sku":
+		return ec.fieldContext_StockEvent_sku(ctx, field)
+	case "location":
+		return ec.fieldContext_StockEvent_location(ctx, field)
+	case "cause":
+		return ec.fieldContext_StockEvent_cause(ctx, field)
+	case "onHand":
+		return ec.fieldContext_StockEvent_onHand(ctx, field)
+	case "reserved":
+		return ec.fieldContext_StockEvent_reserved(ctx, field)
+	case "available":
+		return ec.fieldContext_StockEvent_available(ctx, field)
+	case "at":
+		return ec.fieldContext_StockEvent_at(ctx, field)
+	case "reservationId":
+		return ec.fieldContext_StockEvent_reservationId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StockEvent", field.Name)
 }
 
 func (ec *executionContext) childFields_UserError(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2165,6 +2361,72 @@ func (ec *executionContext) field_Query_sku_args(ctx context.Context, rawArgs ma
 		return nil, err
 	}
 	args["code"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_stockEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_reservationChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "checkoutId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["checkoutId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_stockChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "skus",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["skus"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "locations",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["locations"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
 	return args, nil
 }
 
@@ -4479,6 +4741,50 @@ func (ec *executionContext) fieldContext_Query_inventoryHealth(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_stockEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_stockEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().StockEvents(ctx, fc.Args["after"].(*int64), fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.StockEvent) graphql.Marshaler {
+			return ec.marshalNStockEvent2ᚕinventoryᚋdomainᚐStockEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_stockEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StockEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_stockEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5235,6 +5541,301 @@ func (ec *executionContext) fieldContext_Sku_balances(_ context.Context, field g
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Balance(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StockEvent_seq(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _StockEvent_sku(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _StockEvent_location(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_location(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Location, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_location(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _StockEvent_cause(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_cause(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cause, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v domain.StockEventCause) graphql.Marshaler {
+			return ec.marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_cause(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "StockEventCause")
+}
+
+func (ec *executionContext) _StockEvent_onHand(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_onHand(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OnHand, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_onHand(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StockEvent_reserved(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_reserved(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reserved, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_reserved(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StockEvent_available(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_available(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Available(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_available(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, true, false, "Int")
+}
+
+func (ec *executionContext) _StockEvent_at(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _StockEvent_reservationId(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_reservationId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReservationID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_reservationId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Subscription_stockChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_stockChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().StockChanged(ctx, fc.Args["skus"].([]string), fc.Args["locations"].([]string), fc.Args["after"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.StockEvent) graphql.Marshaler {
+			return ec.marshalNStockEvent2ᚖinventoryᚋdomainᚐStockEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_stockChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StockEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_stockChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_reservationChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_reservationChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ReservationChanged(ctx, fc.Args["checkoutId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalNReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_reservationChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_reservationChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -8034,6 +8635,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_inventoryHealth(ctx, field)
 				})
+		case "stockEvents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_stockEvents(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -8366,6 +8973,101 @@ func (ec *executionContext) _Sku(ctx context.Context, sel ast.SelectionSet, obj 
 	}
 
 	return out
+}
+
+var stockEventImplementors = []string{"StockEvent"}
+
+func (ec *executionContext) _StockEvent(ctx context.Context, sel ast.SelectionSet, obj *domain.StockEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, stockEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StockEvent")
+		case "seq":
+			out.Values[i] = ec._StockEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sku":
+			out.Values[i] = ec._StockEvent_sku(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "location":
+			out.Values[i] = ec._StockEvent_location(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cause":
+			out.Values[i] = ec._StockEvent_cause(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "onHand":
+			out.Values[i] = ec._StockEvent_onHand(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reserved":
+			out.Values[i] = ec._StockEvent_reserved(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "available":
+			out.Values[i] = ec._StockEvent_available(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._StockEvent_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reservationId":
+			out.Values[i] = ec._StockEvent_reservationId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "stockChanged":
+		return ec._Subscription_stockChanged(ctx, fields[0])
+	case "reservationChanged":
+		return ec._Subscription_reservationChanged(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var userErrorImplementors = []string{"UserError"}
@@ -8972,6 +9674,20 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
+func (ec *executionContext) unmarshalNInt642int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt642int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int64!")
+	}
+	return res
+}
+
 func (ec *executionContext) marshalNInventoryHealth2ᚖinventoryᚋdomainᚐInventoryHealth(ctx context.Context, sel ast.SelectionSet, v *domain.InventoryHealth) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "InventoryHealth!")
@@ -9075,6 +9791,14 @@ func (ec *executionContext) marshalNReservation2ᚕinventoryᚋdomainᚐReservat
 	return ret
 }
 
+func (ec *executionContext) marshalNReservation2ᚖinventoryᚋdomainᚐReservation(ctx context.Context, sel ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Reservation!")
+		return graphql.Null
+	}
+	return ec._Reservation(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNReservationLine2inventoryᚋdomainᚐReservationLine(ctx context.Context, sel ast.SelectionSet, v domain.ReservationLine) graphql.Marshaler {
 	return ec._ReservationLine(ctx, sel, &v)
 }
@@ -9169,6 +9893,72 @@ func (ec *executionContext) unmarshalNSetPreorderInput2inventoryᚋgraphᚋmodel
 	res, err := ec.unmarshalInputSetPreorderInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
+
+func (ec *executionContext) marshalNStockEvent2inventoryᚋdomainᚐStockEvent(ctx context.Context, sel ast.SelectionSet, v domain.StockEvent) graphql.Marshaler {
+	return ec._StockEvent(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNStockEvent2ᚕinventoryᚋdomainᚐStockEventᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.StockEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStockEvent2inventoryᚋdomainᚐStockEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStockEvent2ᚖinventoryᚋdomainᚐStockEvent(ctx context.Context, sel ast.SelectionSet, v *domain.StockEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "StockEvent!")
+		return graphql.Null
+	}
+	return ec._StockEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNStockEventCause2inventoryᚋdomainᚐStockEventCause(ctx context.Context, v any) (domain.StockEventCause, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNStockEventCause2inventoryᚋdomainᚐStockEventCause[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause(ctx context.Context, sel ast.SelectionSet, v domain.StockEventCause) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "StockEventCause!")
+	}
+	return res
+}
+
+var (
+	unmarshalNStockEventCause2inventoryᚋdomainᚐStockEventCause = map[string]domain.StockEventCause{
+		"RECEIVED":           domain.CauseReceived,
+		"ADJUSTED":           domain.CauseAdjusted,
+		"RESERVED":           domain.CauseReserved,
+		"CONFIRMED":          domain.CauseConfirmed,
+		"RELEASED":           domain.CauseReleased,
+		"EXPIRED":            domain.CauseExpired,
+		"IMPORTED":           domain.CauseImported,
+		"PREORDER_ALLOCATED": domain.CausePreorderAllocated,
+	}
+	marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause = map[domain.StockEventCause]string{
+		domain.CauseReceived:          "RECEIVED",
+		domain.CauseAdjusted:          "ADJUSTED",
+		domain.CauseReserved:          "RESERVED",
+		domain.CauseConfirmed:         "CONFIRMED",
+		domain.CauseReleased:          "RELEASED",
+		domain.CauseExpired:           "EXPIRED",
+		domain.CauseImported:          "IMPORTED",
+		domain.CausePreorderAllocated: "PREORDER_ALLOCATED",
+	}
+)
 
 func (ec *executionContext) unmarshalNStockKind2inventoryᚋdomainᚐStockKind(ctx context.Context, v any) (domain.StockKind, error) {
 	tmp, err := graphql.UnmarshalString(v)
@@ -9510,6 +10300,24 @@ func (ec *executionContext) marshalOCodeBatch2ᚖinventoryᚋdomainᚐCodeBatch(
 	return ec._CodeBatch(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.SelectionSet, v *string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(*v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
 	if v == nil {
 		return nil, nil
@@ -9525,6 +10333,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt642ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt642ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
 	return res
 }
 

@@ -18,9 +18,12 @@ import (
 
 // Config says what the workers need and how often periodic work runs.
 type Config struct {
-	Reconciler        domain.Reconciler
-	Expirer           Expirer
-	Sweeper           Sweeper
+	Reconciler   domain.Reconciler
+	Expirer      Expirer
+	Sweeper      Sweeper
+	EventsPruner EventsPruner
+	// EventsRetention is how long published stock events are kept.
+	EventsRetention   time.Duration
 	Logger            *slog.Logger
 	ReconcileInterval time.Duration
 	SweepInterval     time.Duration
@@ -39,6 +42,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			return river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger})
 		},
 		func() error { return river.AddWorkerSafely(workers, &ExpiryWorker{Expirer: cfg.Expirer}) },
+		func() error {
+			return river.AddWorkerSafely(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
+		},
 		func() error {
 			return river.AddWorkerSafely(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
 				Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50})
@@ -59,6 +65,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
 				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 				&river.PeriodicJobOpts{ID: "reservation_sweep", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+				func() (river.JobArgs, *river.InsertOpts) { return PruneEventsArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
 		},
 	})
 	if err != nil {

@@ -97,6 +97,8 @@ func (b *testBundle) config() jobs.Config {
 		Reconciler:        b.store,
 		Expirer:           b.store,
 		Sweeper:           b.store,
+		EventsPruner:      b.store,
+		EventsRetention:   7 * 24 * time.Hour,
 		Logger:            b.logger,
 		ReconcileInterval: time.Hour,
 		SweepInterval:     time.Second,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inventory/domain"
+	"inventory/events"
 	"inventory/graph/model"
 )
 
@@ -23,6 +24,8 @@ type Resolver struct {
 	Reconciler   domain.Reconciler
 	Reservations domain.Reservations
 	UnitCodes    domain.Codes
+	Events       domain.StockEvents
+	Broker       *events.Broker
 	Tokens       TokenIssuer
 }
 

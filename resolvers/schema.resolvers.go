@@ -11,6 +11,7 @@ import (
 	"inventory/auth"
 	"inventory/codefile"
 	"inventory/domain"
+	"inventory/events"
 	"inventory/graph"
 	"inventory/graph/model"
 	"iter"
@@ -234,6 +235,38 @@ func (r *queryResolver) InventoryHealth(ctx context.Context) (*domain.InventoryH
 	return &h, err
 }
 
+// StockEvents is the resolver for the stockEvents field.
+func (r *queryResolver) StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error) {
+	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
+		return nil, err
+	}
+	return r.Events.StockEventsAfter(ctx, orDefault(after, 0), orDefault(first, 100))
+}
+
+// StockChanged is the resolver for the stockChanged field.
+func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error) {
+	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
+		return nil, err
+	}
+	match, err := stockFilter(skus, locations)
+	if err != nil {
+		return nil, err
+	}
+	out := events.NewChannel[*domain.StockEvent](r.Broker)
+	events.Subscribe(ctx, r.Broker, after, match, out, subscriptionEnded(ctx))
+	return out, nil
+}
+
+// ReservationChanged is the resolver for the reservationChanged field.
+func (r *subscriptionResolver) ReservationChanged(ctx context.Context, checkoutID string) (<-chan *domain.Reservation, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
+		return nil, err
+	}
+	out := events.NewChannel[*domain.Reservation](r.Broker)
+	events.Subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID), out, subscriptionEnded(ctx))
+	return out, nil
+}
+
 // Mutation returns graph.MutationResolver implementation.
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
@@ -243,8 +276,12 @@ func (r *Resolver) OrderLine() graph.OrderLineResolver { return &orderLineResolv
 // Query returns graph.QueryResolver implementation.
 func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 
+// Subscription returns graph.SubscriptionResolver implementation.
+func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscriptionResolver{r} }
+
 type (
-	mutationResolver  struct{ *Resolver }
-	orderLineResolver struct{ *Resolver }
-	queryResolver     struct{ *Resolver }
+	mutationResolver     struct{ *Resolver }
+	orderLineResolver    struct{ *Resolver }
+	queryResolver        struct{ *Resolver }
+	subscriptionResolver struct{ *Resolver }
 )

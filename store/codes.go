@@ -52,6 +52,13 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 			return &domain.Error{Code: domain.CodeInvalidInput, SKU: in.SKU, Field: []string{"input", "sku"},
 				Message: "SKU " + in.SKU + " is a QUANTITY SKU: receive stock by count instead"}
 		}
+		// Imports of one SKU run one at a time: two imports sharing codes
+		// would otherwise each wait on the other's new unique-index entries
+		// (a deadlock). NO KEY UPDATE does not block the FK checks of
+		// reservations and orders referencing the SKU.
+		if _, err := tx.Exec(ctx, `SELECT FROM skus WHERE id = $1 FOR NO KEY UPDATE`, k.skuID); err != nil {
+			return err
+		}
 		var batchID int64
 		err = tx.QueryRow(ctx, `
 			INSERT INTO code_batches (sku_id, location_id, batch_ref, actor) VALUES ($1, $2, $3, $4)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 		if err != nil || n == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2::text)`, StockEventsChannel, *last)
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, StockEventsChannel, strconv.FormatInt(*last, 10))
 		return err
 	})
 	return n, wrap("StockEventsPublish", err)

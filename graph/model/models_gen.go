@@ -158,6 +158,9 @@ type SetPreorderInput struct {
 	PendingSupply int `json:"pendingSupply"`
 }
 
+type Subscription struct {
+}
+
 // A business outcome: the request was understood, refused, and changed nothing.
 type UserError struct {
 	Code    domain.ErrorCode `json:"code"`

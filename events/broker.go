@@ -1,0 +1,330 @@
+// Package events delivers stock events to live subscribers. Each server
+// instance runs one Broker: it takes part in the relay that publishes events
+// (see store.StockEventsPublish), listens once on PostgreSQL for the relay's
+// batched notification, fetches the new events with one query, keeps the
+// newest in memory, and fans them out in process. Subscribers read at their
+// own pace from that buffer (or, when resuming from further back, from the
+// database); one that stops reading is cut off with a reason instead of
+// holding anyone up.
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
+
+	"inventory/domain"
+	"inventory/store"
+)
+
+// Store is what the broker reads and publishes through. store.Store is one.
+type Store interface {
+	StockEventsPublish(ctx context.Context, limit int) (int, error)
+	StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error)
+	StockEventsLatest(ctx context.Context) (int64, error)
+}
+
+// Config tunes the broker; zero values take the defaults.
+type Config struct {
+	// Tick is how often this instance tries to publish committed events;
+	// at most one NOTIFY goes out per tick. Default 50ms.
+	Tick time.Duration
+	// Poll fetches new events even without a notification (a lost
+	// connection, a missed signal). Default 1s.
+	Poll time.Duration
+	// Recent is how many of the newest events are kept in memory for
+	// subscribers to read. Default 10,000.
+	Recent int
+	// Buffer is each subscriber's channel capacity. Default 256.
+	Buffer int
+	// StallTimeout cuts off a subscriber whose buffer stayed full this long.
+	// Default 10s.
+	StallTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Tick <= 0 {
+		c.Tick = 50 * time.Millisecond
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
+	}
+	if c.Recent <= 0 {
+		c.Recent = 10_000
+	}
+	if c.Buffer <= 0 {
+		c.Buffer = 256
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Broker is one instance's event hub.
+type Broker struct {
+	store  Store
+	pool   *pgxpool.Pool
+	cfg    Config
+	logger *slog.Logger
+
+	mu      sync.RWMutex
+	recent  []domain.StockEvent // contiguous seq, ascending, at most cfg.Recent
+	last    int64               // newest seq fetched; subscribers without a cursor start here
+	wake    chan struct{}       // closed (and replaced) when events arrive
+	ready   chan struct{}       // closed once last is known
+	stopped chan struct{}       // closed when Run ends: subscriptions end too
+
+	fetch chan struct{} // a notification arrived: fetch now
+
+	subs sync.WaitGroup // running subscriptions
+}
+
+// NewBroker returns a broker; Run starts it.
+func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *Broker {
+	return &Broker{store: st, pool: pool, cfg: cfg.withDefaults(), logger: logger,
+		wake: make(chan struct{}), ready: make(chan struct{}), stopped: make(chan struct{}), fetch: make(chan struct{}, 1)}
+}
+
+// Run publishes, listens and fetches until ctx ends, then ends every
+// subscription and waits for their goroutines.
+func (b *Broker) Run(ctx context.Context) error {
+	last, err := b.store.StockEventsLatest(ctx)
+	if err != nil {
+		close(b.stopped)
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return fmt.Errorf("events: %w", err)
+	}
+	b.mu.Lock()
+	b.last = last
+	b.mu.Unlock()
+	close(b.ready)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { b.relay(ctx) })
+	wg.Go(func() { b.listen(ctx) })
+	b.fetchLoop(ctx)
+	wg.Wait()
+
+	close(b.stopped)
+	b.subs.Wait()
+	return nil
+}
+
+// relay publishes committed events every tick. Every instance tries; the
+// store's advisory lock lets one at a time do it.
+func (b *Broker) relay(ctx context.Context) {
+	t := time.NewTicker(b.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		const batch = 5000
+		for {
+			n, err := b.store.StockEventsPublish(ctx, batch)
+			if err != nil && ctx.Err() == nil {
+				b.logger.ErrorContext(ctx, "events: publish", "err", err)
+			}
+			if n < batch {
+				break
+			}
+		}
+	}
+}
+
+// listen waits for the relay's notifications on a connection of its own.
+func (b *Broker) listen(ctx context.Context) {
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				b.logger.WarnContext(ctx, "events: listen", "err", err)
+			}
+		},
+		ReconnectDelay: time.Second,
+	}
+	l.Handle(store.StockEventsChannel, pgxlisten.HandlerFunc(func(context.Context, *pgconn.Notification, *pgx.Conn) error {
+		select {
+		case b.fetch <- struct{}{}:
+		default: // a fetch is already due
+		}
+		return nil
+	}))
+	_ = l.Listen(ctx) // returns ctx.Err() when ctx ends
+}
+
+// fetchLoop reads newly published events into memory and wakes subscribers,
+// on each notification and every Poll.
+func (b *Broker) fetchLoop(ctx context.Context) {
+	t := time.NewTicker(b.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.fetch:
+		case <-t.C:
+		}
+		if err := b.fetchNew(ctx); err != nil && ctx.Err() == nil {
+			b.logger.ErrorContext(ctx, "events: fetch", "err", err)
+		}
+	}
+}
+
+func (b *Broker) fetchNew(ctx context.Context) error {
+	for {
+		b.mu.RLock()
+		after := b.last
+		b.mu.RUnlock()
+		events, err := b.store.StockEventsAfter(ctx, after, domain.MaxStockEventsPage)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		b.mu.Lock()
+		b.recent = append(b.recent, events...)
+		if extra := len(b.recent) - b.cfg.Recent; extra > 0 {
+			b.recent = append(b.recent[:0:0], b.recent[extra:]...)
+		}
+		b.last = events[len(events)-1].Seq
+		close(b.wake)
+		b.wake = make(chan struct{})
+		b.mu.Unlock()
+		if len(events) < domain.MaxStockEventsPage {
+			return nil
+		}
+	}
+}
+
+// since returns up to max in-memory events after cursor, whether memory
+// reaches back that far, and the channel closed at the next arrival.
+func (b *Broker) since(cursor int64, max int) ([]domain.StockEvent, bool, <-chan struct{}) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if cursor >= b.last {
+		return nil, true, b.wake
+	}
+	if len(b.recent) == 0 || b.recent[0].Seq > cursor+1 {
+		return nil, false, b.wake
+	}
+	i := int(cursor + 1 - b.recent[0].Seq)
+	end := min(i+max, len(b.recent))
+	return append([]domain.StockEvent(nil), b.recent[i:end]...), true, b.wake
+}
+
+// Stalled is why a subscription whose reader stopped taking events ended.
+type Stalled struct {
+	// Next is the seq of the first event it did not get.
+	Next    int64
+	Timeout time.Duration
+}
+
+func (e *Stalled) Error() string {
+	return fmt.Sprintf("subscriber did not read for %s and was disconnected at seq %d; "+
+		"resubscribe with after set to the last seq it received", e.Timeout, e.Next)
+}
+
+// Subscribe streams the events with seq > after (from now when after is nil)
+// in seq order, each passed through convert (which filters with ok=false and
+// may map, e.g. load a reservation) into out, a channel the subscription owns
+// and closes when it ends: when ctx or the broker ends (done(nil)), when out
+// stays full for StallTimeout (done(*Stalled)), or when after is older than
+// the retained events or a read fails (done(err)). done runs before out is
+// closed; no goroutine outlives the subscription.
+func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T, done func(error)) {
+	b.subs.Add(1)
+	go func() {
+		defer b.subs.Done()
+		defer close(out)
+		done(stream(ctx, b, after, convert, out))
+	}()
+}
+
+// NewChannel makes a subscriber channel of the configured capacity: the
+// subscriber's bounded buffer.
+func NewChannel[T any](b *Broker) chan T { return make(chan T, b.cfg.Buffer) }
+
+func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T) error {
+	select {
+	case <-b.ready:
+	case <-ctx.Done():
+		return nil
+	case <-b.stopped:
+		return nil
+	}
+	var cursor int64
+	if after != nil {
+		cursor = *after
+	} else {
+		b.mu.RLock()
+		cursor = b.last
+		b.mu.RUnlock()
+	}
+	stall := time.NewTimer(b.cfg.StallTimeout)
+	defer stall.Stop()
+	for {
+		events, inMemory, wake := b.since(cursor, 256)
+		if !inMemory {
+			// Resuming from before what memory holds: read the database.
+			var err error
+			if events, err = b.store.StockEventsAfter(ctx, cursor, domain.MaxStockEventsPage); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(events) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-b.stopped:
+				return nil
+			case <-wake:
+				continue
+			}
+		}
+		for _, e := range events {
+			v, ok, err := convert(ctx, e)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if ok {
+				select {
+				case out <- v:
+				default:
+					stall.Reset(b.cfg.StallTimeout)
+					select {
+					case out <- v:
+					case <-ctx.Done():
+						return nil
+					case <-b.stopped:
+						return nil
+					case <-stall.C:
+						return &Stalled{Next: e.Seq, Timeout: b.cfg.StallTimeout}
+					}
+				}
+			}
+			cursor = e.Seq
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package resolvers
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"inventory/domain"
+	"inventory/events"
+)
+
+// stockFilter validates stockChanged's filters and returns the event
+// conversion that applies them before anything is sent.
+func stockFilter(skus, locations []string) (func(context.Context, domain.StockEvent) (*domain.StockEvent, bool, error), error) {
+	if err := (domain.AvailabilityQuery{SKUs: skus, Locations: locations}).Validate(); err != nil {
+		return nil, err
+	}
+	return func(_ context.Context, e domain.StockEvent) (*domain.StockEvent, bool, error) {
+		if skus != nil && !slices.Contains(skus, e.SKU) || locations != nil && !slices.Contains(locations, e.Location) {
+			return nil, false, nil
+		}
+		e.CheckoutID = "" // never leaves the server
+		return &e, true, nil
+	}, nil
+}
+
+// reservationChanges turns a checkout's stock events into its reservations,
+// once per status change: a transition that touched several balances writes
+// several events, and the subscriber hears about it once.
+func (r *Resolver) reservationChanges(checkoutID string) func(context.Context, domain.StockEvent) (*domain.Reservation, bool, error) {
+	sent := map[string]domain.ReservationStatus{}
+	return func(ctx context.Context, e domain.StockEvent) (*domain.Reservation, bool, error) {
+		if e.CheckoutID != checkoutID || e.ReservationID == nil {
+			return nil, false, nil
+		}
+		res, err := r.Reservations.ReservationGetByID(ctx, domain.Scope{CheckoutID: checkoutID}, *e.ReservationID)
+		if err != nil || res == nil || sent[res.ID] == res.Status {
+			return nil, false, err
+		}
+		sent[res.ID] = res.Status
+		return res, true, nil
+	}
+}
+
+// subscriptionEnded reports why a subscription ended to a WebSocket client
+// (an error message for that subscription) before it is completed. Over SSE
+// the stream simply ends.
+func subscriptionEnded(ctx context.Context) func(error) {
+	return func(err error) {
+		if err == nil {
+			return
+		}
+		var stalled *events.Stalled
+		var expired *domain.ErrCursorExpired
+		msg := "internal error: resubscribe with after set to the last seq received"
+		if errors.As(err, &stalled) || errors.As(err, &expired) {
+			msg = err.Error()
+		}
+		defer func() { _ = recover() }() // not a WebSocket: no error slot in ctx
+		transport.AddSubscriptionError(ctx, &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": "SUBSCRIPTION_ENDED"}})
+	}
+}

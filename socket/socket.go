@@ -1,0 +1,71 @@
+// Package socket lets the server close a GraphQL WebSocket with an
+// application close code (4401, 4403) after the handshake, which gqlgen's
+// transport only offers during connection_init. Clients treat 1000 as "try
+// again", so a refused subscription must not close with it.
+package socket
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+)
+
+// Close codes for refused sockets (graphql-ws conventions).
+const (
+	CloseUnauthenticated = 4401
+	CloseForbidden       = 4403
+)
+
+type holderKey struct{}
+
+// holder is filled with the connection once the upgrade succeeded.
+type holder struct {
+	mu     sync.Mutex
+	conn   transport.WebsocketConn
+	closed bool
+}
+
+// Middleware gives every WebSocket upgrade request a place for its
+// connection, so Close can find it from any context derived from the request.
+func Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			r = r.WithContext(context.WithValue(r.Context(), holderKey{}, &holder{}))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Implementation is gqlgen's default WebSocket implementation that also
+// records each accepted connection for Close.
+type Implementation struct{ transport.CoderWebsocketImplementation }
+
+// Accept upgrades the request and records the connection.
+func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	conn, err := i.CoderWebsocketImplementation.Accept(w, r, opts)
+	if h, ok := r.Context().Value(holderKey{}).(*holder); ok && err == nil {
+		h.mu.Lock()
+		h.conn = conn
+		h.mu.Unlock()
+	}
+	return conn, err
+}
+
+// Close closes the WebSocket that ctx belongs to with code and reason, and
+// reports whether there was one (false over plain HTTP and SSE).
+func Close(ctx context.Context, code int, reason string) bool {
+	h, ok := ctx.Value(holderKey{}).(*holder)
+	if !ok {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil || h.closed {
+		return h.closed
+	}
+	h.closed = true
+	_ = h.conn.WriteClose(code, reason)
+	return true
+}
