@@ -1,0 +1,245 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// receiveEvents reads n stockChanged events and checks they are in order.
+func receiveEvents(t *testing.T, c *wsClient, n int) []wsEvent {
+	t.Helper()
+	got := make([]wsEvent, 0, n)
+	for range n {
+		var e wsEvent
+		c.data("stockChanged", &e, 10*time.Second)
+		got = append(got, e)
+	}
+	return got
+}
+
+// requireDense fails unless seqs are exactly from, from+1, …
+func requireDense(t *testing.T, events []wsEvent, from int64) {
+	t.Helper()
+	for i, e := range events {
+		if e.Seq != from+int64(i) {
+			t.Fatalf("event %d has seq %d, want %d (gap, duplicate or reorder)", i, e.Seq, from+int64(i))
+		}
+	}
+}
+
+// TestStockChangedAcrossInstances: a subscriber on instance A receives, in
+// order and without gaps, the events caused by mutations sent to instance B.
+func TestStockChangedAcrossInstances(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	b, _ := ts.startInstance()
+	ts.seed("HP", 10) // events 1..2 (receive... createSku writes none): one RECEIVED
+
+	sub := dialWS(t, ts.url, ts.admin, false)
+	sub.ack()
+	sub.subscribe("1", stockChangedSub, map[string]any{"after": 0})
+	first := receiveEvents(t, sub, 1)
+	if first[0].Cause != "RECEIVED" || first[0].OnHand != 10 {
+		t.Fatalf("replayed event: %+v", first[0])
+	}
+
+	// Mutations on B: reserve twice, release one, adjust.
+	var ids []string
+	for i := range 2 {
+		r, err := gqlTo(b, ts.service, reserveMutation, reserveVars(fmt.Sprintf("cart-%d", i), "k", "HP", 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := decodeReserve(r)
+		if err != nil || p.Reservation == nil {
+			t.Fatalf("reserve on B: %+v %v", p, err)
+		}
+		ids = append(ids, p.Reservation.ID)
+	}
+	if _, err := gqlTo(b, ts.service, `mutation($id: ID!) { releaseReservation(input: {id: $id}) { userErrors { code } } }`, map[string]any{"id": ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gqlTo(b, ts.admin, `mutation { adjustStock(input: {sku: "HP", location: "AMS", delta: -1, reason: "damaged", reference: "x"}) { userErrors { code } } }`, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := receiveEvents(t, sub, 4)
+	requireDense(t, append(first, got...), 1)
+	want := []struct {
+		cause            string
+		onHand, reserved int
+	}{{"RESERVED", 10, 2}, {"RESERVED", 10, 4}, {"RELEASED", 10, 2}, {"ADJUSTED", 9, 2}}
+	for i, w := range want {
+		if got[i].Cause != w.cause || got[i].OnHand != w.onHand || got[i].Reserved != w.reserved || got[i].Available != w.onHand-w.reserved {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], w)
+		}
+	}
+	// The polling query agrees with the stream.
+	var polled []wsEvent
+	ts.mustData(ts.gql(ts.admin, `{ stockEvents(after: 0, first: 10) { seq sku location cause onHand reserved available } }`, nil), "stockEvents", &polled)
+	if len(polled) != 5 || polled[4] != got[3] {
+		t.Fatalf("stockEvents: %+v", polled)
+	}
+}
+
+// TestStockChangedResume: a subscriber that disconnects and comes back with
+// after = the last seq it saw gets exactly what it missed, then live events.
+func TestStockChangedResume(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 10)
+	ts.seed("CABLE", 10)
+
+	sub := dialWS(t, ts.url, ts.admin, false)
+	sub.ack()
+	sub.subscribe("1", stockChangedSub, map[string]any{"after": 0})
+	seen := receiveEvents(t, sub, 2)
+	_ = sub.conn.Close(websocket.StatusNormalClosure, "bye")
+
+	for i := range 5 {
+		ts.gql(ts.admin, fmt.Sprintf(`mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: %d, reference: "r"}) { userErrors { code } } }`, i+1), nil)
+	}
+	again := dialWS(t, ts.url, ts.admin, true) // the legacy protocol works the same
+	again.ack()
+	again.subscribe("1", stockChangedSub, map[string]any{"after": seen[1].Seq})
+	missed := receiveEvents(t, again, 5)
+	requireDense(t, missed, seen[1].Seq+1)
+	if missed[4].OnHand != 10+1+2+3+4+5 {
+		t.Fatalf("last missed event: %+v", missed[4])
+	}
+	ts.gql(ts.admin, `mutation { receiveStock(input: {sku: "CABLE", location: "AMS", quantity: 1, reference: "r"}) { userErrors { code } } }`, nil)
+	live := receiveEvents(t, again, 1)
+	requireDense(t, live, missed[4].Seq+1)
+
+	// Filters apply before sending; the cursor still counts every event.
+	filtered := dialWS(t, ts.url, ts.admin, false)
+	filtered.ack()
+	filtered.subscribe("1", stockChangedSub, map[string]any{"after": 0, "skus": []string{"CABLE"}})
+	cable := receiveEvents(t, filtered, 2)
+	if cable[0].SKU != "CABLE" || cable[1].SKU != "CABLE" || cable[1].Seq != live[0].Seq {
+		t.Fatalf("filtered: %+v", cable)
+	}
+}
+
+// TestSubscriptionAuth: sockets without a usable token close with 4401, a
+// checkout token asking for stock events or another checkout's reservations
+// closes with 4403 — never 1000, which clients take as "reconnect".
+func TestSubscriptionAuth(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	var tok struct{ Token string }
+	ts.mustData(ts.gql(ts.service, `mutation { issueCheckoutToken(checkoutId: "cart-A") { token } }`, nil), "issueCheckoutToken", &tok)
+
+	for name, token := range map[string]string{"no token": "", "bad key": "inv_nope", "garbage": "x.y.z"} {
+		c := dialWS(t, ts.url, token, false)
+		if code, reason := c.closeCode(5 * time.Second); code != 4401 {
+			t.Fatalf("%s: closed with %d %q, want 4401", name, code, reason)
+		}
+	}
+	c := dialWS(t, ts.url, tok.Token, false)
+	c.ack()
+	c.subscribe("1", stockChangedSub, nil)
+	if code, reason := c.closeCode(5 * time.Second); code != 4403 {
+		t.Fatalf("checkout on stockChanged: %d %q, want 4403", code, reason)
+	}
+	c = dialWS(t, ts.url, tok.Token, true)
+	c.ack()
+	c.subscribe("1", `subscription { reservationChanged(checkoutId: "cart-B") { id status } }`, nil)
+	if code, reason := c.closeCode(5 * time.Second); code != 4403 {
+		t.Fatalf("checkout on another checkout's reservationChanged: %d %q, want 4403", code, reason)
+	}
+}
+
+// TestHoldExpiryIsPushed: a checkout subscribed to its reservations hears its
+// hold being made and, after the deadline, expiring — pushed by the real
+// expiry job through the event stream.
+func TestHoldExpiryIsPushed(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 3)
+	var tok struct{ Token string }
+	ts.mustData(ts.gql(ts.service, `mutation { issueCheckoutToken(checkoutId: "cart-A") { token } }`, nil), "issueCheckoutToken", &tok)
+
+	c := dialWS(t, ts.url, tok.Token, false)
+	c.ack()
+	c.subscribe("1", `subscription { reservationChanged(checkoutId: "cart-A") { id status lines { sku quantity } } }`, nil)
+	time.Sleep(200 * time.Millisecond) // the subscription starts from now
+	vars := reserveVars("cart-A", "k", "HP", 2)
+	vars["in"].(map[string]any)["ttlSeconds"] = 2
+	p, err := decodeReserve(ts.gql(tok.Token, reserveMutation, vars))
+	if err != nil || p.Reservation == nil {
+		t.Fatalf("reserve: %+v %v", p, err)
+	}
+	type resView struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	var held, expired resView
+	c.data("reservationChanged", &held, 5*time.Second)
+	if held.ID != p.Reservation.ID || held.Status != "HELD" {
+		t.Fatalf("first push: %+v", held)
+	}
+	start := time.Now()
+	c.data("reservationChanged", &expired, 15*time.Second)
+	if expired.ID != p.Reservation.ID || expired.Status != "EXPIRED" {
+		t.Fatalf("second push: %+v", expired)
+	}
+	t.Logf("EXPIRED pushed %s after HELD (TTL 2s)", time.Since(start).Round(10*time.Millisecond))
+	if n := ts.count(`SELECT reserved FROM balances`); n != 0 {
+		t.Fatalf("reserved %d after expiry", n)
+	}
+}
+
+// TestStockChangedUnderConcurrentWriters: 8 writers make a thousand changes
+// while a subscriber reads: it sees seq 1..N exactly, and the last event per
+// balance equals the balance in the table.
+func TestStockChangedUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	for _, sku := range []string{"A", "B", "C", "D"} {
+		ts.seed(sku, 1000)
+	}
+	sub := dialWS(t, ts.url, ts.admin, false)
+	sub.ack()
+	sub.subscribe("1", stockChangedSub, map[string]any{"after": 0})
+
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 125 {
+				sku := []string{"A", "B", "C", "D"}[(w+i)%4]
+				delta := 1
+				if i%2 == 1 {
+					delta = -1
+				}
+				if _, err := gqlTo(ts.url, ts.admin, fmt.Sprintf(`mutation { adjustStock(input: {sku: %q, location: "AMS", delta: %d, reason: "cycle_count", reference: "w%d"}) { userErrors { code } } }`, sku, delta, w), nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 4 + 8*125
+	got := receiveEvents(t, sub, total)
+	requireDense(t, got, 1)
+	last := map[string]wsEvent{}
+	for _, e := range got {
+		last[e.SKU] = e
+	}
+	for sku, e := range last {
+		var onHand, reserved int
+		if err := ts.db.QueryRow(t.Context(), `SELECT on_hand, reserved FROM balances b JOIN skus s ON s.id = b.sku_id WHERE s.code = $1`, sku).Scan(&onHand, &reserved); err != nil {
+			t.Fatal(err)
+		}
+		if e.OnHand != onHand || e.Reserved != reserved {
+			t.Fatalf("%s: last event %+v, table %d/%d", sku, e, onHand, reserved)
+		}
+	}
+	if n := ts.count(`SELECT count(*) FROM stock_events`); n != total {
+		t.Fatalf("%d events in the table, %d received", n, total)
+	}
+}
