@@ -9,4 +9,12 @@ export DATABASE_URL
 # use by a concurrent run are busy and stay.
 psql "$DATABASE_URL" -Atqc "SELECT 'DROP DATABASE IF EXISTS ' || quote_ident(datname) || ';' FROM pg_database WHERE datname LIKE 'inventory\_test\_%'" \
   | psql "$DATABASE_URL" -q >/dev/null 2>&1 || true
+# A real third-party subscription client (the graphql-ws npm package) is used
+# by one test; install it from the lock file when missing.
+if ! command -v node >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+if [ ! -d testdata/node-client/node_modules ]; then
+  (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
+fi
 exec go test -race -count=1 -timeout 30m "${@:-./...}"
