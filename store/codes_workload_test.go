@@ -114,7 +114,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 	}
 	w := &codesWorkload{told: map[string][]string{}, codes: map[string]string{}, byBalance: map[string][]string{},
 		imported: map[string]int{}, revealed: map[string]int64{}, ops: map[string]int{}, refused: map[string]int{}}
-	const initial = 40
+	const initial = 15
 	for _, sku := range codeSKUs {
 		b.codesSKU(t, sku)
 		for _, loc := range locs {
@@ -124,7 +124,9 @@ func TestCodesRandomWorkload(t *testing.T) {
 				codes[i] = fmt.Sprintf("%s-%s-INIT-%03d-ZQ", sku, loc, i)
 				w.codes[codes[i]] = key
 			}
-			b.codesImport(t, sku, loc, "initial", codes...)
+			if batch := b.codesImport(t, sku, loc, "initial-"+loc, codes...); batch.Inserted != initial {
+				t.Fatalf("initial import %s: %+v", key, batch)
+			}
 			w.byBalance[key] = codes
 			w.imported[key] = initial
 		}
@@ -265,7 +267,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			sku, loc := codeSKUs[rng.IntN(len(codeSKUs))], locs[rng.IntN(len(locs))]
 			key := sku + "@" + loc
 			var lines, fresh []string
-			for n := range 3 + rng.IntN(10) {
+			for n := range 2 + rng.IntN(6) {
 				c := fmt.Sprintf("%s-%s-G%d-I%03d-%02d-ZQ", sku, loc, g, i, n)
 				lines, fresh = append(lines, c), append(fresh, c)
 			}
