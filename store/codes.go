@@ -80,6 +80,9 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 		src.next, src.stop = iter.Pull2(lines)
 		defer src.stop()
 		staged, err := tx.CopyFrom(ctx, pgx.Identifier{"code_staging"}, []string{"line", "fingerprint", "ciphertext", "key_id"}, src)
+		if src.err != nil {
+			return src.err // pgx reports it as a failed COPY; the cause is the file
+		}
 		if err != nil {
 			return err
 		}

@@ -80,7 +80,7 @@ func (b *testBundle) codesReveal(t *testing.T, orderLineID int64) []string {
 }
 
 // checkoutCtx is a context acting as the checkout token of checkoutID.
-func checkoutCtx(b *testBundle, checkoutID string) context.Context {
+func checkoutCtx(checkoutID string) context.Context {
 	return domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleCheckout, Name: "checkout:" + checkoutID, CheckoutID: checkoutID})
 }
 

@@ -318,7 +318,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 				return "", fmt.Errorf("read confirmed %s: %+v %v", id, res, err)
 			}
 			for _, ol := range res.Order.Lines {
-				codes, err := b.store.CodesReveal(checkoutCtx(b, res.CheckoutID), domain.Scope{CheckoutID: res.CheckoutID}, ol.ID)
+				codes, err := b.store.CodesReveal(checkoutCtx(res.CheckoutID), domain.Scope{CheckoutID: res.CheckoutID}, ol.ID)
 				if err != nil {
 					return "", fmt.Errorf("reveal order line %d of %s: %v", ol.ID, id, err)
 				}

@@ -28,7 +28,7 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 		notBefore = nil
 		var status string
 		var expiresAt time.Time
-		err := tx.QueryRow(ctx, `SELECT status, expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+		err := tx.QueryRow(ctx, `SELECT status, expires_at FROM reservations WHERE id = $1 FOR NO KEY UPDATE`, id).
 			Scan(&status, &expiresAt)
 		if err != nil || status != "held" {
 			return err
@@ -59,7 +59,7 @@ func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration
 			WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
 			ORDER BY expires_at
 			LIMIT $2
-			FOR UPDATE SKIP LOCKED`, grace.Seconds(), limit)
+			FOR NO KEY UPDATE SKIP LOCKED`, grace.Seconds(), limit)
 		if err != nil {
 			return err
 		}

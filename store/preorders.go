@@ -24,7 +24,7 @@ func (s *Store) PreorderSet(ctx context.Context, in domain.SetPreorderInput) (do
 			return err
 		}
 		var pending, preordered int
-		if err := tx.QueryRow(ctx, `SELECT pending_supply, preordered FROM balances WHERE sku_id = $1 AND location_id = $2 FOR UPDATE`,
+		if err := tx.QueryRow(ctx, `SELECT pending_supply, preordered FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 			k.skuID, k.locationID).Scan(&pending, &preordered); err != nil {
 			return err
 		}
@@ -47,7 +47,7 @@ func (s *Store) PreorderSet(ctx context.Context, in domain.SetPreorderInput) (do
 // caller holds the balance row lock.
 func allocatePreorders(ctx context.Context, tx pgx.Tx, k balanceKey) (int, error) {
 	var available int
-	if err := tx.QueryRow(ctx, `SELECT on_hand - reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR UPDATE`,
+	if err := tx.QueryRow(ctx, `SELECT on_hand - reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 		k.skuID, k.locationID).Scan(&available); err != nil {
 		return 0, err
 	}
@@ -59,7 +59,7 @@ func allocatePreorders(ctx context.Context, tx pgx.Tx, k balanceKey) (int, error
 		FROM order_lines ol JOIN orders o ON o.id = ol.order_id
 		WHERE ol.sku_id = $1 AND ol.location_id = $2 AND ol.pending > 0
 		ORDER BY ol.id
-		FOR UPDATE OF ol`, k.skuID, k.locationID)
+		FOR NO KEY UPDATE OF ol`, k.skuID, k.locationID)
 	if err != nil {
 		return 0, err
 	}
@@ -85,7 +85,7 @@ func allocatePreorders(ctx context.Context, tx pgx.Tx, k balanceKey) (int, error
 			tag, err := tx.Exec(ctx, `
 				UPDATE codes SET status = 'sold', order_line_id = $1, reservation_line_id = $2, updated_at = now()
 				WHERE id IN (SELECT id FROM codes WHERE sku_id = $3 AND location_id = $4 AND status = 'available'
-				             ORDER BY batch_id, id LIMIT $5 FOR UPDATE SKIP LOCKED)`,
+				             ORDER BY batch_id, id LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED)`,
 				l.id, l.reservationLineID, k.skuID, k.locationID, take)
 			if err != nil {
 				return 0, err

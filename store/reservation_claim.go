@@ -176,7 +176,7 @@ func readCapacity(ctx context.Context, tx pgx.Tx, skuID, locationID int64, lock 
 	c := capacity{}
 	query := `SELECT on_hand - reserved, pending_supply - preordered FROM balances WHERE sku_id = $1 AND location_id = $2`
 	if lock {
-		query += ` FOR UPDATE`
+		query += ` FOR NO KEY UPDATE`
 	}
 	err := tx.QueryRow(ctx, query, skuID, locationID).Scan(&c.stock, &c.preorder)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -193,7 +193,7 @@ func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]int64, error) {
 		FROM balances b JOIN locations l ON l.id = b.location_id
 		WHERE b.sku_id = $1
 		ORDER BY b.location_id
-		FOR UPDATE OF b`, skuID)
+		FOR NO KEY UPDATE OF b`, skuID)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func claimCodes(ctx context.Context, tx pgx.Tx, lineID int64, h heldLine) error 
 		WHERE id IN (SELECT id FROM codes
 		             WHERE sku_id = $2 AND location_id = $3 AND status = 'available'
 		             ORDER BY batch_id, id LIMIT $4
-		             FOR UPDATE SKIP LOCKED)`, lineID, h.skuID, h.locationID, want)
+		             FOR NO KEY UPDATE SKIP LOCKED)`, lineID, h.skuID, h.locationID, want)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"inventory/domain"
 )
 
-// lockedReservation is a reservation row locked FOR UPDATE, with what the
+// lockedReservation is a reservation row locked FOR NO KEY UPDATE, with what the
 // transitions decide on. due is evaluated with clock_timestamp() after the lock
 // was granted (see dueNow), so a confirm that waited behind the expiry job sees
 // the truth.
@@ -36,7 +36,7 @@ func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id stri
 		return r, notFound
 	}
 	var status string
-	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at FROM reservations WHERE id = $1 FOR UPDATE`, id).
+	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at FROM reservations WHERE id = $1 FOR NO KEY UPDATE`, id).
 		Scan(&r.checkoutID, &status, &r.expiresAt)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && !scope.Allows(r.checkoutID) {
 		return r, notFound
@@ -249,7 +249,7 @@ func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Reserv
 		SELECT FROM balances
 		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
 		ORDER BY sku_id, location_id
-		FOR UPDATE`, ids); err != nil {
+		FOR NO KEY UPDATE`, ids); err != nil {
 		return err
 	}
 	sold := status == domain.StatusConfirmed

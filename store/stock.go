@@ -55,7 +55,7 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 			return codesNeedImport(in.SKU)
 		}
 		var onHand, reserved int
-		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR UPDATE`,
+		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 			k.skuID, k.locationID).Scan(&onHand, &reserved); err != nil {
 			return err
 		}

@@ -1,6 +1,12 @@
 // Package store is the only package that writes SQL. Each exported method is one
 // transaction (or one statement), so a method either happens whole or not at all;
 // callers never see or open transactions.
+//
+// Row locks are always FOR NO KEY UPDATE (no key ever changes): unlike FOR
+// UPDATE it does not conflict with the FOR KEY SHARE lock a foreign-key check
+// takes, so an insert referencing a balance or reservation never deadlocks with
+// the transaction that holds it. Balance rows are locked in (sku, location)
+// order by every writer.
 package store
 
 import (
