@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"inventory/domain"
 )
@@ -18,6 +20,15 @@ type ReservationExpiryArgs struct {
 
 // Kind names the job in River's tables.
 func (ReservationExpiryArgs) Kind() string { return "reservation_expiry" }
+
+// scheduleExpiry inserts the expiry job in the caller's transaction, so the
+// job exists exactly when the hold (or its new deadline) committed.
+func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, id string, at time.Time) error {
+	if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: id}, &river.InsertOpts{ScheduledAt: at}); err != nil {
+		return fmt.Errorf("schedule expiry: %w", err)
+	}
+	return nil
+}
 
 // ReservationExpire expires a hold if it is still held and due. If it is held
 // but not yet due (the hold was extended), it returns the new deadline and the

@@ -17,25 +17,19 @@ func (s *Store) PreorderSet(ctx context.Context, in domain.SetPreorderInput) (do
 	if err := in.Validate(); err != nil {
 		return domain.Balance{}, err
 	}
-	var out domain.Balance
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		k, err := resolveBalance(ctx, tx, in.SKU, in.Location)
-		if err != nil {
-			return err
-		}
+	b, err := s.balanceChange(ctx, in.SKU, in.Location, false, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
 		var pending, preordered int
 		if err := tx.QueryRow(ctx, `SELECT pending_supply, preordered FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 			k.skuID, k.locationID).Scan(&pending, &preordered); err != nil {
-			return err
+			return domain.Balance{}, err
 		}
 		if in.PendingSupply < preordered {
-			return &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "pendingSupply"}, Available: &preordered,
+			return domain.Balance{}, &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "pendingSupply"}, Available: &preordered,
 				Message: fmt.Sprintf("%d units are already pre-ordered against this supply; pendingSupply cannot go below that", preordered)}
 		}
-		out, err = applyMovement(ctx, tx, k, movement{pendingSupply: in.PendingSupply - pending, cause: "preorder_set"})
-		return err
+		return applyMovement(ctx, tx, k, movement{pendingSupply: in.PendingSupply - pending, cause: "preorder_set"})
 	})
-	return out, wrap("PreorderSet", err)
+	return b, wrap("PreorderSet", err)
 }
 
 // allocatePreorders gives a balance's available stock to its confirmed,

@@ -6,13 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"inventory/domain"
 )
@@ -69,8 +67,8 @@ func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (
 		if err != nil {
 			return err
 		}
-		if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: id}, &river.InsertOpts{ScheduledAt: expiresAt}); err != nil {
-			return fmt.Errorf("schedule expiry: %w", err)
+		if err := s.scheduleExpiry(ctx, tx, id, expiresAt); err != nil {
+			return err
 		}
 		res, err = loadReservation(ctx, tx, id)
 		return err

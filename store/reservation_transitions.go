@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"inventory/domain"
 )
@@ -70,12 +69,7 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	var res domain.Reservation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		r, err := lockReservation(ctx, tx, scope, in.ID)
-		if err != nil {
-			return err
-		}
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
 		switch {
 		case r.status == domain.StatusConfirmed:
 			var ref string
@@ -85,28 +79,48 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 			if ref != in.OrderRef {
 				return invalidTransition("reservation is already confirmed as order %s", ref)
 			}
+			return nil
 		case r.status == domain.StatusReleased:
 			return invalidTransition("reservation was released; reserve again")
 		case r.status == domain.StatusExpired || r.due:
-			return &domain.Error{Code: domain.CodeReservationExpired, Field: []string{"input", "id"},
-				Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
-		default:
-			if err := writeOrder(ctx, tx, in); err != nil {
-				return err
-			}
-			if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil); err != nil {
-				return err
-			}
-			// A pre-order confirmed while stock is already there is filled now
-			// rather than at the next delivery.
-			if err := allocateForReservation(ctx, tx, in.ID); err != nil {
-				return err
-			}
+			return expired(r)
 		}
-		res, err = loadReservation(ctx, tx, in.ID)
-		return err
+		if err := writeOrder(ctx, tx, in); err != nil {
+			return err
+		}
+		if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil); err != nil {
+			return err
+		}
+		// A pre-order confirmed while stock is already there is filled now
+		// rather than at the next delivery.
+		return allocateForReservation(ctx, tx, in.ID)
 	})
 	return res, wrap("ReservationConfirm", err)
+}
+
+// transition runs one state change of a reservation in one transaction: lock
+// the row (NOT_FOUND outside scope), let decide act on what it holds, and
+// return the reservation as it is afterwards.
+func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, decide func(pgx.Tx, lockedReservation) error) (domain.Reservation, error) {
+	var res domain.Reservation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		r, err := lockReservation(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		if err := decide(tx, r); err != nil {
+			return err
+		}
+		res, err = loadReservation(ctx, tx, id)
+		return err
+	})
+	return res, err
+}
+
+// expired is RESERVATION_EXPIRED for a hold whose deadline has passed.
+func expired(r lockedReservation) error {
+	return &domain.Error{Code: domain.CodeReservationExpired, Field: []string{"input", "id"},
+		Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
 }
 
 // writeOrder inserts the order and one order line per reservation line, with
@@ -164,22 +178,14 @@ func (s *Store) ReservationRelease(ctx context.Context, scope domain.Scope, in d
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	var res domain.Reservation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		r, err := lockReservation(ctx, tx, scope, in.ID)
-		if err != nil {
-			return err
-		}
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
 		switch r.status {
 		case domain.StatusConfirmed:
 			return invalidTransition("reservation is confirmed; a sold order is not released")
 		case domain.StatusHeld:
-			if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason); err != nil {
-				return err
-			}
+			return endHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason)
 		}
-		res, err = loadReservation(ctx, tx, in.ID)
-		return err
+		return nil
 	})
 	return res, wrap("ReservationRelease", err)
 }
@@ -192,18 +198,12 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	var res domain.Reservation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		r, err := lockReservation(ctx, tx, scope, in.ID)
-		if err != nil {
-			return err
-		}
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
 		switch {
 		case r.status == domain.StatusConfirmed || r.status == domain.StatusReleased:
 			return invalidTransition("reservation is %s; only a held reservation can be extended", strings.ToLower(string(r.status)))
 		case r.status == domain.StatusExpired || r.due:
-			return &domain.Error{Code: domain.CodeReservationExpired, Field: []string{"input", "id"},
-				Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
+			return expired(r)
 		}
 		var expiresAt time.Time
 		if err := tx.QueryRow(ctx, `
@@ -211,13 +211,10 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 			WHERE id = $1 RETURNING expires_at`, in.ID, in.TTLSeconds).Scan(&expiresAt); err != nil {
 			return err
 		}
-		if expiresAt.Before(r.expiresAt) {
-			if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: in.ID}, &river.InsertOpts{ScheduledAt: expiresAt}); err != nil {
-				return fmt.Errorf("schedule expiry: %w", err)
-			}
+		if !expiresAt.Before(r.expiresAt) {
+			return nil
 		}
-		res, err = loadReservation(ctx, tx, in.ID)
-		return err
+		return s.scheduleExpiry(ctx, tx, in.ID, expiresAt)
 	})
 	return res, wrap("ReservationExtend", err)
 }

@@ -18,23 +18,33 @@ func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (
 	if err := in.Validate(); err != nil {
 		return domain.Balance{}, err
 	}
+	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
+		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
+		if err != nil {
+			return out, err
+		}
+		return fillPreorders(ctx, tx, k, out)
+	})
+	return b, wrap("StockReceive", err)
+}
+
+// balanceChange runs change on one balance in one transaction, after
+// resolving its codes (UNKNOWN_SKU, UNKNOWN_LOCATION) and, when quantityOnly,
+// refusing CODES SKUs, whose counts only move with their code rows.
+func (s *Store) balanceChange(ctx context.Context, sku, location string, quantityOnly bool, change func(pgx.Tx, balanceKey) (domain.Balance, error)) (domain.Balance, error) {
 	var out domain.Balance
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		k, err := resolveBalance(ctx, tx, in.SKU, in.Location)
+		k, err := resolveBalance(ctx, tx, sku, location)
 		if err != nil {
 			return err
 		}
-		if k.kind != domain.KindQuantity {
-			return codesNeedImport(in.SKU)
+		if quantityOnly && k.kind != domain.KindQuantity {
+			return codesNeedImport(sku)
 		}
-		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
-		if err != nil {
-			return err
-		}
-		out, err = fillPreorders(ctx, tx, k, out)
+		out, err = change(tx, k)
 		return err
 	})
-	return out, wrap("StockReceive", err)
+	return out, err
 }
 
 // StockAdjust corrects on-hand stock. The balance row is locked first, so the
@@ -45,37 +55,28 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 	if err := in.Validate(); err != nil {
 		return domain.Balance{}, err
 	}
-	var out domain.Balance
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		k, err := resolveBalance(ctx, tx, in.SKU, in.Location)
-		if err != nil {
-			return err
-		}
-		if k.kind != domain.KindQuantity {
-			return codesNeedImport(in.SKU)
-		}
+	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
 		var onHand, reserved int
 		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 			k.skuID, k.locationID).Scan(&onHand, &reserved); err != nil {
-			return err
+			return domain.Balance{}, err
 		}
 		if in.ExpectedOnHand != nil && *in.ExpectedOnHand != onHand {
-			return &domain.Error{Code: domain.CodeStaleQuantity, SKU: in.SKU, Field: []string{"input", "expectedOnHand"},
+			return domain.Balance{}, &domain.Error{Code: domain.CodeStaleQuantity, SKU: in.SKU, Field: []string{"input", "expectedOnHand"},
 				Message: fmt.Sprintf("on hand is %d, not the expected %d; re-read and retry", onHand, *in.ExpectedOnHand)}
 		}
 		if onHand+in.Delta < reserved {
 			removable := onHand - reserved
-			return &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "delta"}, Available: &removable,
+			return domain.Balance{}, &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "delta"}, Available: &removable,
 				Message: fmt.Sprintf("on hand %d with %d reserved: at most %d can be removed; release holds first", onHand, reserved, removable)}
 		}
-		out, err = applyMovement(ctx, tx, k, movement{onHand: in.Delta, cause: "adjusted", reason: in.Reason, reference: in.Reference})
+		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Delta, cause: "adjusted", reason: in.Reason, reference: in.Reference})
 		if err != nil || in.Delta < 0 {
-			return err
+			return out, err
 		}
-		out, err = fillPreorders(ctx, tx, k, out)
-		return err
+		return fillPreorders(ctx, tx, k, out)
 	})
-	return out, wrap("StockAdjust", err)
+	return b, wrap("StockAdjust", err)
 }
 
 // AvailabilityList reads balances for many SKUs in one statement, answering in
