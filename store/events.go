@@ -40,7 +40,10 @@ const relayLock = 0x1_4E5E_47_E7E7
 // holds the lock.
 func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// READ COMMITTED explicitly, whatever the server default: each statement
+	// must take its snapshot after the lock is held, so max(seq) sees the
+	// previous relay's commit.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		n = 0
 		var locked bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(relayLock)).Scan(&locked); err != nil || !locked {
