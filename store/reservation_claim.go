@@ -30,8 +30,10 @@ type basketLine struct {
 type heldLine struct {
 	index      int
 	skuID      int64
+	sku        string
 	kind       domain.StockKind
 	locationID int64
+	location   string
 	quantity   int
 	preorder   int
 }
@@ -45,10 +47,10 @@ type heldLine struct {
 // deadlock on each other (the retry in inTx remains for anything else). Code
 // rows are claimed after their balance row is locked, so claimers of one
 // balance never compete for the same codes.
-func claimBasket(ctx context.Context, tx pgx.Tx, r reservationRef, lines []domain.ReserveLine) error {
+func claimBasket(ctx context.Context, tx pgx.Tx, r reservationRef, lines []domain.ReserveLine) ([]domain.ReservationLine, error) {
 	basket, err := resolveBasket(ctx, tx, lines)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.SortStableFunc(basket, func(a, b basketLine) int {
 		return cmp.Or(cmp.Compare(a.skuID, b.skuID), cmp.Compare(sourcedLast(a), sourcedLast(b)))
@@ -61,12 +63,22 @@ func claimBasket(ctx context.Context, tx pgx.Tx, r reservationRef, lines []domai
 		}
 		h, err := claimSKU(ctx, tx, r, basket[start:end])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		held = append(held, h...)
 		start = end
 	}
-	return insertHeldLines(ctx, tx, r.id, held)
+	if err := insertHeldLines(ctx, tx, r.id, held); err != nil {
+		return nil, err
+	}
+	// What was held, in input line order (a sourced line's parts in sourcing
+	// order), as reads of the reservation return it.
+	slices.SortStableFunc(held, func(a, b heldLine) int { return cmp.Compare(a.index, b.index) })
+	out := make([]domain.ReservationLine, len(held))
+	for i, h := range held {
+		out[i] = domain.ReservationLine{InputLine: h.index, SKU: h.sku, Location: h.location, Quantity: h.quantity, PreorderQuantity: h.preorder}
+	}
+	return out, nil
 }
 
 // reservationRef names the reservation a claim is for, and its checkout, which
@@ -75,7 +87,7 @@ type reservationRef struct{ id, checkoutID string }
 
 // claimSKU claims one SKU's lines; they are sorted with sourced lines last.
 func claimSKU(ctx context.Context, tx pgx.Tx, r reservationRef, lines []basketLine) ([]heldLine, error) {
-	var sources []int64
+	var sources []source
 	if lines[len(lines)-1].locationID == 0 {
 		var err error
 		if sources, err = lockSources(ctx, tx, lines[0].skuID); err != nil {
@@ -105,7 +117,7 @@ func claimSKU(ctx context.Context, tx pgx.Tx, r reservationRef, lines []basketLi
 // seeds' single conditional UPDATE), else from stock plus what can still be
 // pre-ordered against expected supply.
 func claimAt(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine) (heldLine, error) {
-	h := heldLine{index: l.index, skuID: l.skuID, kind: l.kind, locationID: l.locationID, quantity: l.quantity}
+	h := heldLine{index: l.index, skuID: l.skuID, sku: l.sku, kind: l.kind, locationID: l.locationID, location: l.location, quantity: l.quantity}
 	err := claim(ctx, tx, r, l.skuID, l.locationID, l.quantity, 0)
 	if !errors.Is(err, errNotAvailable) {
 		return h, err
@@ -128,12 +140,12 @@ func claimAt(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine) (he
 // priority order, then, if that is not enough, from what can be pre-ordered,
 // again in priority order. The balance rows are locked, so what is read is
 // what the claims find.
-func claimSourced(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine, sources []int64) ([]heldLine, error) {
+func claimSourced(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine, sources []source) ([]heldLine, error) {
 	caps := make([]capacity, len(sources))
 	total := 0
-	for i, loc := range sources {
+	for i, src := range sources {
 		var err error
-		if caps[i], err = readCapacity(ctx, tx, l.skuID, loc, false); err != nil { // locked by lockSources
+		if caps[i], err = readCapacity(ctx, tx, l.skuID, src.id, false); err != nil { // locked by lockSources
 			return nil, err
 		}
 		total += caps[i].stock + caps[i].preorder
@@ -159,7 +171,7 @@ func claimSourced(ctx context.Context, tx pgx.Tx, r reservationRef, l basketLine
 		if p.quantity == 0 {
 			continue
 		}
-		p.index, p.skuID, p.kind, p.locationID = l.index, l.skuID, l.kind, sources[i]
+		p.index, p.skuID, p.sku, p.kind, p.locationID, p.location = l.index, l.skuID, l.sku, l.kind, sources[i].id, sources[i].code
 		if err := claim(ctx, tx, r, l.skuID, p.locationID, p.quantity-p.preorder, p.preorder); err != nil {
 			return nil, err // cannot be errNotAvailable: the row is locked and was just read
 		}
@@ -185,11 +197,17 @@ func readCapacity(ctx context.Context, tx pgx.Tx, skuID, locationID int64, lock 
 	return c, err
 }
 
+// source is a location a sourced line may take from.
+type source struct {
+	id   int64
+	code string
+}
+
 // lockSources locks every balance row of a SKU in location id order and
 // returns their locations in sourcing order (priority, then code).
-func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]int64, error) {
+func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]source, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT b.location_id, l.priority, l.code
+		SELECT b.location_id, l.code, l.priority
 		FROM balances b JOIN locations l ON l.id = b.location_id
 		WHERE b.sku_id = $1
 		ORDER BY b.location_id
@@ -198,21 +216,20 @@ func lockSources(ctx context.Context, tx pgx.Tx, skuID int64) ([]int64, error) {
 		return nil, err
 	}
 	type row struct {
-		id       int64
+		source
 		priority int
-		code     string
 	}
 	locked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		return x, r.Scan(&x.id, &x.priority, &x.code)
+		return x, r.Scan(&x.id, &x.code, &x.priority)
 	})
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(locked, func(a, b row) int { return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.code, b.code)) })
-	out := make([]int64, len(locked))
+	out := make([]source, len(locked))
 	for i, r := range locked {
-		out[i] = r.id
+		out[i] = r.source
 	}
 	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,55 +25,50 @@ var errTwinWon = errors.New("a concurrent request with the same key won")
 //     so two requests with one key never both claim stock. If the key already
 //     names a reservation, roll back and return that one (a replay), read in a
 //     fresh transaction so it is seen whatever the isolation level;
-//  2. claim every line with a conditional UPDATE, in (sku, location) order so
-//     two baskets never wait on each other in a cycle;
-//  3. insert the River job that expires the hold at its deadline.
+//  2. insert the River job that expires the hold at its deadline;
+//  3. claim every line with a conditional UPDATE, in (sku, location) order so
+//     two baskets never wait on each other in a cycle.
 //
-// If a line cannot be had, everything rolls back to a savepoint and only the
-// allocation failure is recorded, for the health report.
+// If a line cannot be had, everything rolls back and the allocation failure
+// is recorded, for the health report.
 func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (domain.Reservation, bool, error) {
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, false, err
 	}
 	fp := fingerprint(in)
 	var res domain.Reservation
-	var refused error // OUT_OF_STOCK: the transaction commits only the failure record
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		refused = nil
-		var id string
-		var expiresAt time.Time
-		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // savepoint
-			err := sp.QueryRow(ctx, `
-				INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
-				VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
-				ON CONFLICT (checkout_id, request_key) DO NOTHING
-				RETURNING id, expires_at`, in.CheckoutID, in.RequestKey, fp, in.TTLSeconds).Scan(&id, &expiresAt)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errTwinWon
-			}
-			if err != nil {
-				return err
-			}
-			return claimBasket(ctx, sp, reservationRef{id: id, checkoutID: in.CheckoutID}, in.Lines)
-		})
-		if e, ok := domain.AsError(err); ok && e.Code == domain.CodeOutOfStock {
-			// The savepoint is rolled back: nothing is held. Record the failure.
-			refused = err
-			_, err = tx.Exec(ctx, `INSERT INTO allocation_failures (checkout_id, sku_id) SELECT $1, id FROM skus WHERE code = $2`,
-				in.CheckoutID, e.SKU)
-			return err
+		res = domain.Reservation{CheckoutID: in.CheckoutID, RequestKey: in.RequestKey, Status: domain.StatusHeld}
+		err := tx.QueryRow(ctx, `
+			INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+			VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+			ON CONFLICT (checkout_id, request_key) DO NOTHING
+			RETURNING id, expires_at, created_at`, in.CheckoutID, in.RequestKey, fp, in.TTLSeconds).Scan(&res.ID, &res.ExpiresAt, &res.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errTwinWon
 		}
 		if err != nil {
 			return err
 		}
-		if err := s.scheduleExpiry(ctx, tx, id, expiresAt); err != nil {
+		if err := s.scheduleExpiry(ctx, tx, res.ID, res.ExpiresAt); err != nil {
 			return err
 		}
-		res, err = loadReservation(ctx, tx, id)
+		// Claims last: from the first claim to commit the balance rows are
+		// locked, and contended, so nothing else runs in between but the
+		// lines' insert. The result is built from what was claimed rather
+		// than read back.
+		res.Lines, err = claimBasket(ctx, tx, reservationRef{id: res.ID, checkoutID: in.CheckoutID}, in.Lines)
 		return err
 	})
-	if err == nil && refused != nil {
-		return domain.Reservation{}, false, refused
+	if e, ok := domain.AsError(err); ok && e.Code == domain.CodeOutOfStock {
+		// Nothing is held: the transaction rolled back. The refusal is counted
+		// for the health report in a statement of its own, so the savepoint
+		// it would otherwise need costs nothing on the hot path.
+		if _, err := s.pool.Exec(ctx, `INSERT INTO allocation_failures (checkout_id, sku_id) SELECT $1, id FROM skus WHERE code = $2`,
+			in.CheckoutID, e.SKU); err != nil {
+			return domain.Reservation{}, false, wrap("ReservationCreate", err)
+		}
+		return domain.Reservation{}, false, err
 	}
 	if errors.Is(err, errTwinWon) {
 		return s.replay(ctx, in, fp)

@@ -69,52 +69,73 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) (domain.ReservationStatus, error) {
 		switch {
 		case r.status == domain.StatusConfirmed:
 			var ref string
 			if err := tx.QueryRow(ctx, `SELECT ref FROM orders WHERE reservation_id = $1`, in.ID).Scan(&ref); err != nil {
-				return err
+				return "", err
 			}
 			if ref != in.OrderRef {
-				return invalidTransition("reservation is already confirmed as order %s", ref)
+				return "", invalidTransition("reservation is already confirmed as order %s", ref)
 			}
-			return nil
+			return "", nil
 		case r.status == domain.StatusReleased:
-			return invalidTransition("reservation was released; reserve again")
+			return "", invalidTransition("reservation was released; reserve again")
 		case r.status == domain.StatusExpired || r.due:
-			return expired(r)
+			return "", expired(r)
 		}
 		if err := writeOrder(ctx, tx, in); err != nil {
-			return err
+			return "", err
 		}
-		if err := endHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil); err != nil {
-			return err
-		}
-		// A pre-order confirmed while stock is already there is filled now
-		// rather than at the next delivery.
-		return allocateForReservation(ctx, tx, in.ID)
+		return domain.StatusConfirmed, closeHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil)
 	})
 	return res, wrap("ReservationConfirm", err)
 }
 
 // transition runs one state change of a reservation in one transaction: lock
-// the row (NOT_FOUND outside scope), let decide act on what it holds, and
-// return the reservation as it is afterwards.
-func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, decide func(pgx.Tx, lockedReservation) error) (domain.Reservation, error) {
+// the row (NOT_FOUND outside scope), let decide act on it — returning the
+// status it closed the hold with, if it did (see closeHolds) — read the
+// reservation as it now is, and only then settle the balances, so the
+// contended balance rows stay locked for the last statements only.
+func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, decide func(pgx.Tx, lockedReservation) (domain.ReservationStatus, error)) (domain.Reservation, error) {
 	var res domain.Reservation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		r, err := lockReservation(ctx, tx, scope, id)
 		if err != nil {
 			return err
 		}
-		if err := decide(tx, r); err != nil {
+		ended, err := decide(tx, r)
+		if err != nil {
+			return err
+		}
+		if res, err = loadReservation(ctx, tx, id); err != nil || ended == "" {
+			return err
+		}
+		if err := settleHolds(ctx, tx, []string{id}, ended); err != nil {
+			return err
+		}
+		if ended != domain.StatusConfirmed || !hasPreorder(res) {
+			return nil
+		}
+		// A pre-order confirmed while stock is already there is filled now
+		// rather than at the next delivery; the order then reads differently.
+		if err := allocateForReservation(ctx, tx, id); err != nil {
 			return err
 		}
 		res, err = loadReservation(ctx, tx, id)
 		return err
 	})
 	return res, err
+}
+
+func hasPreorder(r domain.Reservation) bool {
+	for _, l := range r.Lines {
+		if l.PreorderQuantity > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // expired is RESERVATION_EXPIRED for a hold whose deadline has passed.
@@ -178,14 +199,14 @@ func (s *Store) ReservationRelease(ctx context.Context, scope domain.Scope, in d
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) (domain.ReservationStatus, error) {
 		switch r.status {
 		case domain.StatusConfirmed:
-			return invalidTransition("reservation is confirmed; a sold order is not released")
+			return "", invalidTransition("reservation is confirmed; a sold order is not released")
 		case domain.StatusHeld:
-			return endHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason)
+			return domain.StatusReleased, closeHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason)
 		}
-		return nil
+		return "", nil
 	})
 	return res, wrap("ReservationRelease", err)
 }
@@ -198,35 +219,42 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
-	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) error {
+	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) (domain.ReservationStatus, error) {
 		switch {
 		case r.status == domain.StatusConfirmed || r.status == domain.StatusReleased:
-			return invalidTransition("reservation is %s; only a held reservation can be extended", strings.ToLower(string(r.status)))
+			return "", invalidTransition("reservation is %s; only a held reservation can be extended", strings.ToLower(string(r.status)))
 		case r.status == domain.StatusExpired || r.due:
-			return expired(r)
+			return "", expired(r)
 		}
 		var expiresAt time.Time
 		if err := tx.QueryRow(ctx, `
 			UPDATE reservations SET expires_at = clock_timestamp() + make_interval(secs => $2), updated_at = now()
 			WHERE id = $1 RETURNING expires_at`, in.ID, in.TTLSeconds).Scan(&expiresAt); err != nil {
-			return err
+			return "", err
 		}
 		if !expiresAt.Before(r.expiresAt) {
-			return nil
+			return "", nil
 		}
-		return s.scheduleExpiry(ctx, tx, in.ID, expiresAt)
+		return "", s.scheduleExpiry(ctx, tx, in.ID, expiresAt)
 	})
 	return res, wrap("ReservationExtend", err)
 }
 
 // endHolds moves held reservations (locked by the caller) to a terminal status
-// and settles their stock: confirmed takes the in-stock part off on_hand and
-// reserved (and sells the held codes; the pre-ordered part stays promised on
-// the order line), released and expired give the in-stock part back to
-// reserved and the pre-ordered part back to preordered (and free the codes).
-// Balance rows are locked in (sku, location) order before they change, the one
-// lock order every writer uses. Each reservation line writes its ledger row.
+// and settles their stock: closeHolds, then settleHolds.
 func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
+	if err := closeHolds(ctx, tx, ids, status, reason); err != nil {
+		return err
+	}
+	return settleHolds(ctx, tx, ids, status)
+}
+
+// closeHolds does everything of ending held reservations that touches no
+// balance row: the status, the ledger rows (one per reservation line), and the
+// codes — sold to their order lines on confirm, available again otherwise.
+// Callers run it before settleHolds so that the contended balance rows are
+// locked as briefly as possible: from settleHolds to commit.
+func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
 	var dbReason *string
 	if reason != nil {
 		r := strings.ToLower(string(*reason))
@@ -240,38 +268,9 @@ func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Reserv
 		return err
 	}
 	if tag.RowsAffected() != int64(len(ids)) {
-		return fmt.Errorf("endHolds: %d of %d reservations were held", tag.RowsAffected(), len(ids))
-	}
-	if _, err := tx.Exec(ctx, `
-		SELECT FROM balances
-		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
-		ORDER BY sku_id, location_id
-		FOR NO KEY UPDATE`, ids); err != nil {
-		return err
+		return fmt.Errorf("closeHolds: %d of %d reservations were held", tag.RowsAffected(), len(ids))
 	}
 	sold := status == domain.StatusConfirmed
-	// One reservation at a time (the locks are all held already), so each
-	// stock event carries the balance exactly as that reservation left it.
-	for _, id := range ids {
-		if _, err := tx.Exec(ctx, `
-			WITH t AS (
-				SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
-				FROM reservation_lines WHERE reservation_id = $1 GROUP BY sku_id, location_id
-			), b AS (
-				UPDATE balances b
-				SET reserved = b.reserved - t.stock,
-				    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
-				    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
-				    updated_at = now()
-				FROM t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
-				RETURNING b.*
-			)
-			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
-			SELECT sku_id, location_id, $3, on_hand, reserved, $1, (SELECT checkout_id FROM reservations WHERE id = $1)
-			FROM b ORDER BY sku_id, location_id`, id, sold, cause); err != nil {
-			return err
-		}
-	}
 	if _, err = tx.Exec(ctx, `
 		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)
 		SELECT sku_id, location_id,
@@ -295,6 +294,46 @@ func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Reserv
 			WHERE status = 'held' AND reservation_line_id IN (SELECT id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))`, ids)
 	}
 	return err
+}
+
+// settleHolds applies ended reservations to their balances: confirmed takes
+// the in-stock part off on_hand and reserved (the pre-ordered part stays
+// promised on the order line), released and expired give the in-stock part
+// back to reserved and the pre-ordered part back to preordered. Balance rows
+// are locked in (sku, location) order first, the one lock order every writer
+// uses; then each reservation is applied on its own, so each stock event
+// carries the balance exactly as that reservation left it.
+func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus) error {
+	if _, err := tx.Exec(ctx, `
+		SELECT FROM balances
+		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
+		ORDER BY sku_id, location_id
+		FOR NO KEY UPDATE`, ids); err != nil {
+		return err
+	}
+	sold := status == domain.StatusConfirmed
+	cause := strings.ToLower(string(status))
+	for _, id := range ids {
+		if _, err := tx.Exec(ctx, `
+			WITH t AS (
+				SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
+				FROM reservation_lines WHERE reservation_id = $1 GROUP BY sku_id, location_id
+			), b AS (
+				UPDATE balances b
+				SET reserved = b.reserved - t.stock,
+				    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
+				    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
+				    updated_at = now()
+				FROM t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
+				RETURNING b.*
+			)
+			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+			SELECT sku_id, location_id, $3, on_hand, reserved, $1, (SELECT checkout_id FROM reservations WHERE id = $1)
+			FROM b ORDER BY sku_id, location_id`, id, sold, cause); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func invalidTransition(format string, args ...any) error {
