@@ -97,6 +97,10 @@ func run(d time.Duration, workers int) error {
 	if err != nil {
 		return err
 	}
+	perOp, err := statementsPerOp(ctx, pool)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("%-62s %10s\n", "scenario", "ops/s")
 	fmt.Printf("%-62s %10.0f\n", "reserve+release, every worker on one SKU (flash sale)", hot)
 	fmt.Printf("%-62s %10.0f\n", "reserve+release, one SKU per worker", spread)
@@ -106,6 +110,7 @@ func run(d time.Duration, workers int) error {
 	fmt.Printf("\nflash sale / spread:        %.2f\n", hot/spread)
 	fmt.Printf("reserve tx one SKU / spread: %.2f\n", rawHot/quiet)
 	fmt.Printf("notify per write / batched: %.2f\n", loud/quiet)
+	fmt.Printf("statements per reserve+release through the store: %.1f (the SQL reserve transaction: 3)\n", perOp)
 	return nil
 }
 
@@ -167,6 +172,41 @@ func rawReserve(ctx context.Context, pool *pgxpool.Pool, sku string, notify bool
 		_, err = tx.Exec(ctx, `SELECT pg_notify('inventory_bench', 'x')`)
 		return err
 	})
+}
+
+// statementCounter counts the statements sent through a pool.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// statementsPerOp runs 100 reserve+release pairs one after another and
+// returns the statements each pair sent, BEGIN and COMMIT included.
+func statementsPerOp(ctx context.Context, pool *pgxpool.Pool) (float64, error) {
+	counter := &statementCounter{}
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.Tracer = counter
+	counted, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer counted.Close()
+	cst := store.New(counted)
+	if err := counted.Ping(ctx); err != nil {
+		return 0, err
+	}
+	counter.n.Store(0)
+	const n = 100
+	for i := range n {
+		if err := reserveRelease(ctx, cst, "SKU-0", -1, i); err != nil {
+			return 0, err
+		}
+	}
+	return float64(counter.n.Load()) / n, nil
 }
 
 func runRelay(ctx context.Context, st *store.Store) {
