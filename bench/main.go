@@ -89,11 +89,15 @@ func run(d time.Duration, workers int) error {
 	if err != nil {
 		return err
 	}
-	quiet, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error { return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), false) })
+	quiet, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error {
+		return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), false)
+	})
 	if err != nil {
 		return err
 	}
-	loud, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error { return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), true) })
+	loud, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error {
+		return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), true)
+	})
 	if err != nil {
 		return err
 	}

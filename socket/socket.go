@@ -40,7 +40,9 @@ func Middleware(next http.Handler) http.Handler {
 
 // Implementation is gqlgen's default WebSocket implementation that also
 // records each accepted connection for Close.
-type Implementation struct{ transport.CoderWebsocketImplementation }
+type Implementation struct {
+	transport.CoderWebsocketImplementation
+}
 
 // Accept upgrades the request and records the connection.
 func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
