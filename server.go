@@ -156,7 +156,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokerDone := make(chan error, 1)
 	go func() { brokerDone <- broker.Run(brokerCtx) }()
-	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// Requests must not inherit the signal's cancellation: Shutdown lets the
+	// in-flight ones finish.
+	baseCtx := context.WithoutCancel(ctx)
+	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
