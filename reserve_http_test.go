@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -82,6 +83,22 @@ func TestReserveLastUnitOverHTTP(t *testing.T) {
 	}
 	if n := ts.count(`SELECT count(*) FROM allocation_failures`); n != 49 {
 		t.Fatalf("%d allocation failures recorded", n)
+	}
+	// On-call sees the same in /metrics.
+	code, body := httpGet(t, ts.url+"/metrics")
+	for _, want := range []string{
+		`inventory_operations_total{operation="reserve",outcome="ok"} 1`,
+		`inventory_operations_total{operation="reserve",outcome="out_of_stock"} 49`,
+		`inventory_subscribers 0`,
+		`inventory_sweeper_released_total 0`,
+		`inventory_http_request_duration_seconds_count{code="200",method="post"}`,
+	} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+	if strings.Contains(body, ts.service) || strings.Contains(body, "cart-") {
+		t.Fatal("/metrics leaks a token or a checkout id")
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"inventory/auth"
 	"inventory/events"
 	"inventory/jobs"
+	"inventory/metrics"
 	"inventory/migrations"
 	"inventory/resolvers"
 	"inventory/store"
@@ -122,23 +123,26 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
+	broker := events.NewBroker(st, pool, cfg.Events, logger)
+	m := metrics.New(broker)
 	riverClient, err := jobs.NewClient(pool, jobs.Config{
 		Reconciler: st, Expirer: st, Sweeper: st, EventsPruner: st, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
+		OnSweep: m.SweptHolds,
 	})
 	if err != nil {
 		return nil, err
 	}
-	broker := events.NewBroker(st, pool, cfg.Events, logger)
 	router := api.NewRouter(api.Config{
-		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: st, UnitCodes: st,
+		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,
 		GraphQL:       api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes, KeepAlive: 10 * time.Second},
 		MaxBodyBytes:  cfg.MaxBodyBytes,
+		Metrics:       m,
 	})
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,6 +77,9 @@ func TestStockChangedAcrossInstances(t *testing.T) {
 		if got[i].Cause != w.cause || got[i].OnHand != w.onHand || got[i].Reserved != w.reserved || got[i].Available != w.onHand-w.reserved {
 			t.Fatalf("event %d: %+v, want %+v", i, got[i], w)
 		}
+	}
+	if _, body := httpGet(t, ts.url+"/metrics"); !strings.Contains(body, "inventory_subscribers 1\n") {
+		t.Fatal("/metrics on A does not count its live subscriber")
 	}
 	// The polling query agrees with the stream.
 	var polled []wsEvent

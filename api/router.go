@@ -11,6 +11,7 @@ import (
 
 	"inventory/auth"
 	"inventory/graphiql"
+	"inventory/metrics"
 	"inventory/resolvers"
 	"inventory/socket"
 )
@@ -27,6 +28,8 @@ type Config struct {
 	GraphQL       GraphQLConfig
 	// MaxBodyBytes bounds a JSON request body.
 	MaxBodyBytes int64
+	// Metrics is served at /metrics and times /graphql.
+	Metrics *metrics.Metrics
 }
 
 // NewRouter returns the server's whole HTTP surface.
@@ -36,12 +39,13 @@ func NewRouter(cfg Config) http.Handler {
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", readyz(cfg.Ready))
+	r.Handle("/metrics", cfg.Metrics.Handler())
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 
 	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.Logger)
 	r.Group(func(r chi.Router) {
-		r.Use(cfg.Authenticator.Middleware, socket.Middleware)
+		r.Use(cfg.Metrics.Instrument, cfg.Authenticator.Middleware, socket.Middleware)
 		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes)).Handle("/graphql", gql)
 	})
 	return r

@@ -10,9 +10,11 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +87,20 @@ type Broker struct {
 	fetch chan struct{} // a notification arrived: fetch now
 
 	subs sync.WaitGroup // running subscriptions
+
+	subscribers atomic.Int64 // live subscriptions, for metrics
+	stalledN    atomic.Int64 // subscriptions cut off for not reading
+	publishedN  atomic.Int64 // events this instance's relay published
 }
+
+// Subscribers is the number of live subscriptions.
+func (b *Broker) Subscribers() int { return int(b.subscribers.Load()) }
+
+// Stalled is how many subscriptions were cut off for not reading.
+func (b *Broker) Stalled() int64 { return b.stalledN.Load() }
+
+// Published is how many events this instance's relay published.
+func (b *Broker) Published() int64 { return b.publishedN.Load() }
 
 // NewBroker returns a broker; Run starts it.
 func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *Broker {
@@ -134,6 +149,7 @@ func (b *Broker) relay(ctx context.Context) {
 		const batch = 5000
 		for {
 			n, err := b.store.StockEventsPublish(ctx, batch)
+			b.publishedN.Add(int64(n))
 			if err != nil && ctx.Err() == nil {
 				b.logger.ErrorContext(ctx, "events: publish", "err", err)
 			}
@@ -249,10 +265,17 @@ func (e *Stalled) Error() string {
 // closed; no goroutine outlives the subscription.
 func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T, done func(error)) {
 	b.subs.Add(1)
+	b.subscribers.Add(1)
 	go func() {
 		defer b.subs.Done()
+		defer b.subscribers.Add(-1)
 		defer close(out)
-		done(stream(ctx, b, after, convert, out))
+		err := stream(ctx, b, after, convert, out)
+		var stalled *Stalled
+		if errors.As(err, &stalled) {
+			b.stalledN.Add(1)
+		}
+		done(err)
 	}()
 }
 

@@ -30,6 +30,8 @@ type Config struct {
 	// SweepGrace is how overdue a hold must be before the sweeper takes it
 	// from its expiry job.
 	SweepGrace time.Duration
+	// OnSweep, if set, is told how many holds each sweeper pass released.
+	OnSweep    func(released int)
 	MaxWorkers int
 }
 
@@ -47,7 +49,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 		},
 		func() error {
 			return river.AddWorkerSafely(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
-				Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50})
+				Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})
 		},
 	} {
 		if err := add(); err != nil {

@@ -62,6 +62,8 @@ type SweepWorker struct {
 	// MaxBatches bounds one pass, so a huge backlog is worked off over
 	// several passes rather than in one long job.
 	MaxBatches int
+	// OnSweep, if set, is told how many holds each pass released (metrics).
+	OnSweep func(released int)
 }
 
 // Work runs one pass: batches until one comes back short, then prunes old
@@ -81,6 +83,9 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	}
 	if total > 0 {
 		w.Logger.WarnContext(ctx, "sweeper released overdue holds: expiry jobs are late or lost", "released", total)
+	}
+	if w.OnSweep != nil {
+		w.OnSweep(total)
 	}
 	return w.Sweeper.HousekeepingPrune(ctx, 24*time.Hour)
 }

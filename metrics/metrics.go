@@ -1,0 +1,128 @@
+// Package metrics exposes the server's Prometheus metrics at /metrics: what
+// on-call needs first during a sale — reservation outcomes, transitions, holds
+// the sweeper had to rescue, live subscribers and the ones cut off, events
+// published, and request latency. No metric carries a code, token or customer
+// identifier.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"inventory/domain"
+)
+
+// Metrics holds the collectors, registered on a registry of their own.
+type Metrics struct {
+	registry    *prometheus.Registry
+	operations  *prometheus.CounterVec
+	sweptHolds  prometheus.Counter
+	httpLatency *prometheus.HistogramVec
+}
+
+// Live is what the event broker reports. events.Broker is one.
+type Live interface {
+	Subscribers() int
+	Stalled() int64
+	Published() int64
+}
+
+// New registers every collector; live may be nil (a CLI command).
+func New(live Live) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_operations_total",
+			Help: "Reservation operations by outcome: ok, replayed, or the userErrors code (e.g. out_of_stock), or error.",
+		}, []string{"operation", "outcome"}),
+		sweptHolds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inventory_sweeper_released_total",
+			Help: "Overdue holds released by the sweeper instead of their expiry job; should stay 0.",
+		}),
+		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inventory_http_request_duration_seconds",
+			Help:    "HTTP request latency by status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"code", "method"}),
+	}
+	m.registry.MustRegister(m.operations, m.sweptHolds, m.httpLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if live != nil {
+		m.registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "inventory_subscribers", Help: "Live subscriptions on this instance."},
+				func() float64 { return float64(live.Subscribers()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_subscribers_stalled_total", Help: "Subscriptions cut off for not reading."},
+				func() float64 { return float64(live.Stalled()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_stock_events_published_total", Help: "Stock events this instance's relay published."},
+				func() float64 { return float64(live.Published()) }),
+		)
+	}
+	return m
+}
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Instrument records the latency of next's requests.
+func (m *Metrics) Instrument(next http.Handler) http.Handler {
+	return promhttp.InstrumentHandlerDuration(m.httpLatency, next)
+}
+
+// SweptHolds counts holds the sweeper released.
+func (m *Metrics) SweptHolds(n int) { m.sweptHolds.Add(float64(n)) }
+
+// Reservations counts the outcome of every reservation operation. It wraps
+// the real service; reads pass through uncounted.
+type Reservations struct {
+	domain.Reservations
+	Metrics *Metrics
+}
+
+func (r Reservations) count(op string, err error) {
+	outcome := "ok"
+	if e, ok := domain.AsError(err); ok {
+		outcome = strings.ToLower(string(e.Code))
+	} else if err != nil {
+		outcome = "error"
+	}
+	r.Metrics.operations.WithLabelValues(op, outcome).Inc()
+}
+
+// ReservationCreate counts reserve outcomes, replays apart.
+func (r Reservations) ReservationCreate(ctx context.Context, in domain.ReserveInput) (domain.Reservation, bool, error) {
+	res, replayed, err := r.Reservations.ReservationCreate(ctx, in)
+	if replayed {
+		r.Metrics.operations.WithLabelValues("reserve", "replayed").Inc()
+	} else {
+		r.count("reserve", err)
+	}
+	return res, replayed, err
+}
+
+// ReservationConfirm counts confirm outcomes.
+func (r Reservations) ReservationConfirm(ctx context.Context, scope domain.Scope, in domain.ConfirmInput) (domain.Reservation, error) {
+	res, err := r.Reservations.ReservationConfirm(ctx, scope, in)
+	r.count("confirm", err)
+	return res, err
+}
+
+// ReservationRelease counts release outcomes.
+func (r Reservations) ReservationRelease(ctx context.Context, scope domain.Scope, in domain.ReleaseInput) (domain.Reservation, error) {
+	res, err := r.Reservations.ReservationRelease(ctx, scope, in)
+	r.count("release", err)
+	return res, err
+}
+
+// ReservationExtend counts extend outcomes.
+func (r Reservations) ReservationExtend(ctx context.Context, scope domain.Scope, in domain.ExtendInput) (domain.Reservation, error) {
+	res, err := r.Reservations.ReservationExtend(ctx, scope, in)
+	r.count("extend", err)
+	return res, err
+}
