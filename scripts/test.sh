@@ -11,8 +11,13 @@ psql "$DATABASE_URL" -Atqc "SELECT 'DROP DATABASE IF EXISTS ' || quote_ident(dat
   | psql "$DATABASE_URL" -q >/dev/null 2>&1 || true
 # A real third-party subscription client (the graphql-ws npm package) is used
 # by one test; install it from the lock file when missing.
-if ! command -v node >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+# The browser test drives Debian's headless Chromium.
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test.sh: installing ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -d testdata/node-client/node_modules ]; then
   (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
