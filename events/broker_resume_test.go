@@ -208,7 +208,7 @@ func TestBrokerExpiredCursor(t *testing.T) {
 	if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != 10 {
 		t.Fatalf("publish: %d, %v", n, err)
 	}
-	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET at = now() - interval '2 hours' WHERE seq <= 5`); err != nil {
+	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq <= 5`); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.store.StockEventsPrune(b.ctx, time.Hour); err != nil || n != 5 {

@@ -57,7 +57,7 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 				FROM (SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1) unpublished
 			),
 			published AS (
-				UPDATE stock_events e SET seq = base.m + todo.rn
+				UPDATE stock_events e SET seq = base.m + todo.rn, published_at = now()
 				FROM todo, base WHERE e.id = todo.id
 				RETURNING e.seq
 			)
@@ -116,15 +116,15 @@ func (s *Store) StockEventsLatest(ctx context.Context) (int64, error) {
 	return seq, wrap("StockEventsLatest", err)
 }
 
-// StockEventsPrune deletes published events older than keep. It deletes a
-// prefix of the sequence (everything up to the newest old event), so the kept
-// events stay gap-free, and records how far it pruned so that older cursors
-// are told to resync. It returns how many events it deleted.
+// StockEventsPrune deletes events published longer than keep ago. Publish
+// time grows with seq, so that is a prefix of the sequence and the kept events
+// stay gap-free; it records how far it pruned so that older cursors are told
+// to resync. It returns how many events it deleted.
 func (s *Store) StockEventsPrune(ctx context.Context, keep time.Duration) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var through *int64
-		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM stock_events WHERE seq IS NOT NULL AND at < now() - make_interval(secs => $1)`,
+		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM stock_events WHERE seq IS NOT NULL AND published_at < now() - make_interval(secs => $1)`,
 			keep.Seconds()).Scan(&through); err != nil || through == nil {
 			return err
 		}

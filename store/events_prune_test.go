@@ -34,7 +34,7 @@ func TestStockEventsPrune(t *testing.T) {
 	age := func(seqs ...int64) {
 		t.Helper()
 		for _, s := range seqs {
-			if tag, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET at = now() - interval '2 hours' WHERE seq = $1`, s); err != nil || tag.RowsAffected() != 1 {
+			if tag, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq = $1`, s); err != nil || tag.RowsAffected() != 1 {
 				t.Fatalf("ageing seq %d: %v %v", s, tag, err)
 			}
 		}
@@ -120,7 +120,7 @@ func TestStockEventsPrune(t *testing.T) {
 
 	// Unpublished events are never pruned, however old.
 	receive(2)
-	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET at = now() - interval '2 hours' WHERE seq IS NULL`); err != nil {
+	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET at = now() - interval '2 hours', published_at = now() - interval '2 hours' WHERE seq IS NULL`); err != nil {
 		t.Fatal(err)
 	}
 	age(8, 9, 10)
