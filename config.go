@@ -32,6 +32,8 @@ type config struct {
 	EventsRetention   time.Duration // INVENTORY_EVENTS_RETENTION
 	Events            events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
 	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
+	WSKeepAlive       time.Duration // INVENTORY_WS_KEEPALIVE
+	WSInitTimeout     time.Duration // INVENTORY_WS_INIT_TIMEOUT
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -88,7 +90,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
-		LogLevel: str("INVENTORY_LOG_LEVEL", "info"),
+		LogLevel:      str("INVENTORY_LOG_LEVEL", "info"),
+		WSKeepAlive:   dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
+		WSInitTimeout: dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
 	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))

@@ -140,9 +140,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,
-		GraphQL:       api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes, KeepAlive: 10 * time.Second},
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		Metrics:       m,
+		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
+			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Metrics:      m,
 	})
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {

@@ -38,6 +38,12 @@ type testServer struct {
 
 func setup(t *testing.T) *testServer {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with some environment variables set differently.
+func setupWith(t *testing.T, overrides map[string]string) *testServer {
+	t.Helper()
 	env := map[string]string{
 		"DATABASE_URL":             pgtest.NewDatabase(t),
 		"LISTEN_ADDR":              "127.0.0.1:0",
@@ -46,6 +52,9 @@ func setup(t *testing.T) *testServer {
 		"INVENTORY_CODES_HMAC_KEY": testHMACKey,
 		"INVENTORY_DB_MAX_CONNS":   "10",
 		"INVENTORY_LOG_LEVEL":      "warn",
+	}
+	for k, v := range overrides {
+		env[k] = v
 	}
 	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 )
 
 // receiveEvents reads n stockChanged events and checks they are in order.
@@ -245,5 +247,40 @@ func TestStockChangedUnderConcurrentWriters(t *testing.T) {
 	}
 	if n := ts.count(`SELECT count(*) FROM stock_events`); n != total {
 		t.Fatalf("%d events in the table, %d received", n, total)
+	}
+}
+
+// TestSocketHousekeeping: a socket that never sends connection_init is
+// closed when the init timeout passes, and one that stops answering pings is
+// dropped after two keep-alive intervals; neither is left open.
+func TestSocketHousekeeping(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{"INVENTORY_WS_INIT_TIMEOUT": "500ms", "INVENTORY_WS_KEEPALIVE": "300ms"})
+
+	silent := dialWSNoInit(t, ts.url)
+	start := time.Now()
+	if code, reason := silent.closeCode(5 * time.Second); code == websocket.StatusNormalClosure || code == -1 {
+		t.Fatalf("silent socket: %d %q", code, reason)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("silent socket closed after %s, init timeout is 500ms", d)
+	}
+
+	// A peer that acks but never answers pings (it reads nothing at all).
+	mute := dialWS(t, ts.url, ts.admin, false)
+	mute.ack()
+	time.Sleep(2 * time.Second) // > 2 × 300ms keep-alive, not reading
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for {
+		var m wsMessage
+		err := wsjson.Read(ctx, mute.conn, &m) // read what was sent, answer nothing
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			t.Fatal("a peer that stopped answering pings was not disconnected")
+		}
+		break // the server closed the connection
 	}
 }

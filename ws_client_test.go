@@ -53,6 +53,19 @@ func dialWS(t *testing.T, url, token string, legacy bool) *wsClient {
 	return c
 }
 
+// dialWSNoInit opens a graphql-transport-ws socket and sends nothing.
+func dialWSNoInit(t *testing.T, url string) *wsClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.CloseNow() })
+	return &wsClient{t: t, conn: conn}
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -25,8 +25,11 @@ type GraphQLConfig struct {
 	MaxComplexity int
 	// MaxUploadBytes bounds a multipart request.
 	MaxUploadBytes int64
-	// KeepAlive is the WebSocket ping interval, so dead peers are noticed.
+	// KeepAlive is the WebSocket ping interval; a peer that does not answer
+	// within two intervals is dropped.
 	KeepAlive time.Duration
+	// InitTimeout closes a WebSocket that sends no connection_init in time.
+	InitTimeout time.Duration
 }
 
 // newGraphQLHandler builds the /graphql handler with explicit transports:
@@ -36,8 +39,8 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
 	srv.AddTransport(transport.Websocket{
 		Implementation:        socket.Implementation{},
+		InitTimeout:           cfg.InitTimeout,
 		InitFunc:              authenticateSocket(authn),
-		InitTimeout:           10 * time.Second,
 		KeepAlivePingInterval: cfg.KeepAlive,
 		PingPongInterval:      cfg.KeepAlive,
 	})
