@@ -48,8 +48,8 @@ func loadReservation(ctx context.Context, q querier, id string) (domain.Reservat
 	return list[0], nil
 }
 
-// loadDetails fills in lines and orders for a list of reservations with one
-// query each, whatever the list's length.
+// loadDetails fills in lines and, for confirmed ones, orders for a list of
+// reservations with one query each, whatever the list's length.
 func loadDetails(ctx context.Context, q querier, list []domain.Reservation) error {
 	ids := make([]string, len(list))
 	byID := make(map[string]*domain.Reservation, len(list))
@@ -74,7 +74,16 @@ func loadDetails(ctx context.Context, q querier, list []domain.Reservation) erro
 	}); err != nil {
 		return err
 	}
-	orders, err := loadOrders(ctx, q, `o.reservation_id = ANY($1::uuid[])`, ids)
+	var confirmed []string // only these have an order
+	for _, r := range list {
+		if r.Status == domain.StatusConfirmed {
+			confirmed = append(confirmed, r.ID)
+		}
+	}
+	if len(confirmed) == 0 {
+		return nil
+	}
+	orders, err := loadOrders(ctx, q, `o.reservation_id = ANY($1::uuid[])`, confirmed)
 	if err != nil {
 		return err
 	}

@@ -261,39 +261,39 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 		dbReason = &r
 	}
 	cause := strings.ToLower(string(status))
-	tag, err := tx.Exec(ctx, `
-		UPDATE reservations SET status = $2, release_reason = $3, ended_at = now(), updated_at = now()
-		WHERE id = ANY($1::uuid[]) AND status = 'held'`, ids, cause, dbReason)
+	// One statement: the status, the ledger rows and the codes.
+	var closed int
+	err := tx.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE reservations SET status = $2, release_reason = $3, ended_at = now(), updated_at = now()
+			WHERE id = ANY($1::uuid[]) AND status = 'held'
+			RETURNING id
+		), ledger AS (
+			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)
+			SELECT sku_id, location_id,
+			       CASE WHEN $4 THEN preorder_quantity - quantity ELSE 0 END,
+			       preorder_quantity - quantity,
+			       CASE WHEN $4 THEN 0 ELSE -preorder_quantity END,
+			       $2, $5, reservation_id
+			FROM reservation_lines
+			WHERE reservation_id IN (SELECT id FROM r) AND NOT ($4 AND quantity = preorder_quantity)
+		), sold AS (
+			UPDATE codes c SET status = 'sold', order_line_id = ol.id, updated_at = now()
+			FROM order_lines ol JOIN reservation_lines rl ON rl.id = ol.reservation_line_id
+			WHERE $4 AND c.reservation_line_id = rl.id AND c.status = 'held' AND rl.reservation_id IN (SELECT id FROM r)
+		), freed AS (
+			UPDATE codes SET status = 'available', reservation_line_id = NULL, updated_at = now()
+			WHERE NOT $4 AND status = 'held'
+			  AND reservation_line_id IN (SELECT id FROM reservation_lines WHERE reservation_id IN (SELECT id FROM r))
+		)
+		SELECT count(*) FROM r`, ids, cause, dbReason, status == domain.StatusConfirmed, domain.ActorFrom(ctx).Name).Scan(&closed)
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() != int64(len(ids)) {
-		return fmt.Errorf("closeHolds: %d of %d reservations were held", tag.RowsAffected(), len(ids))
+	if closed != len(ids) {
+		return fmt.Errorf("closeHolds: %d of %d reservations were held", closed, len(ids))
 	}
-	sold := status == domain.StatusConfirmed
-	if _, err = tx.Exec(ctx, `
-		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)
-		SELECT sku_id, location_id,
-		       CASE WHEN $2 THEN preorder_quantity - quantity ELSE 0 END,
-		       preorder_quantity - quantity,
-		       CASE WHEN $2 THEN 0 ELSE -preorder_quantity END,
-		       $3, $4, reservation_id
-		FROM reservation_lines
-		WHERE reservation_id = ANY($1::uuid[]) AND NOT ($2 AND quantity = preorder_quantity)
-		ORDER BY reservation_id, id`, ids, sold, cause, domain.ActorFrom(ctx).Name); err != nil {
-		return err
-	}
-	if sold {
-		_, err = tx.Exec(ctx, `
-			UPDATE codes c SET status = 'sold', order_line_id = ol.id, updated_at = now()
-			FROM order_lines ol JOIN reservation_lines rl ON rl.id = ol.reservation_line_id
-			WHERE c.reservation_line_id = rl.id AND c.status = 'held' AND rl.reservation_id = ANY($1::uuid[])`, ids)
-	} else {
-		_, err = tx.Exec(ctx, `
-			UPDATE codes SET status = 'available', reservation_line_id = NULL, updated_at = now()
-			WHERE status = 'held' AND reservation_line_id IN (SELECT id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))`, ids)
-	}
-	return err
+	return nil
 }
 
 // settleHolds applies ended reservations to their balances: confirmed takes
