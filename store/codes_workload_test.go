@@ -143,11 +143,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
-	ops := []struct {
-		name   string
-		weight int
-		run    func(g, i int, rng *rand.Rand) (domain.ErrorCode, error)
-	}{
+	ops := []workloadOp{
 		{"reserve", 32, func(g, i int, rng *rand.Rand) (domain.ErrorCode, error) {
 			in := domain.ReserveInput{CheckoutID: fmt.Sprintf("cw-%d", g), RequestKey: fmt.Sprintf("k-%d", i), TTLSeconds: 30}
 			if rng.IntN(5) < 2 {
@@ -338,45 +334,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			return "", nil
 		}},
 	}
-	totalWeight := 0
-	for _, op := range ops {
-		totalWeight += op.weight
-	}
-
-	started := time.Now()
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			for i := range opsEach {
-				k := rng.IntN(totalWeight)
-				op := ops[0]
-				for _, o := range ops {
-					if k < o.weight {
-						op = o
-						break
-					}
-					k -= o.weight
-				}
-				refused, err := op.run(g, i, rng)
-				w.mu.Lock()
-				w.ops[op.name]++
-				if refused != "" {
-					w.refused[op.name+" "+string(refused)]++
-				}
-				w.mu.Unlock()
-				if err != nil {
-					t.Errorf("goroutine %d op %d (seed %d): %v", g, i, seed, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(started)
-	if t.Failed() {
-		t.FailNow()
-	}
+	elapsed := runWorkload(t, seed, goroutines, opsEach, ops, &w.mu, w.ops, w.refused)
 	total := 0
 	for _, n := range w.ops {
 		total += n

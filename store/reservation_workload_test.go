@@ -86,11 +86,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
-	ops := []struct {
-		name   string
-		weight int
-		run    func(g, i int, rng *rand.Rand) (domain.ErrorCode, error)
-	}{
+	ops := []workloadOp{
 		{"reserve", 30, func(g, i int, rng *rand.Rand) (domain.ErrorCode, error) {
 			in := domain.ReserveInput{CheckoutID: fmt.Sprintf("w-%d", g), RequestKey: fmt.Sprintf("k-%d", i), TTLSeconds: 30}
 			switch rng.IntN(5) {
@@ -248,45 +244,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			return verdict(fmt.Sprintf("adjust %+d", delta), err, allowed...)
 		}},
 	}
-	totalWeight := 0
-	for _, op := range ops {
-		totalWeight += op.weight
-	}
-
-	started := time.Now()
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			for i := range opsEach {
-				k := rng.IntN(totalWeight)
-				op := ops[0]
-				for _, o := range ops {
-					if k < o.weight {
-						op = o
-						break
-					}
-					k -= o.weight
-				}
-				refused, err := op.run(g, i, rng)
-				w.mu.Lock()
-				w.ops[op.name]++
-				if refused != "" {
-					w.refused[op.name+" "+string(refused)]++
-				}
-				w.mu.Unlock()
-				if err != nil {
-					t.Errorf("goroutine %d op %d (seed %d): %v", g, i, seed, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(started)
-	if t.Failed() {
-		t.FailNow()
-	}
+	elapsed := runWorkload(t, seed, goroutines, opsEach, ops, &w.mu, w.ops, w.refused)
 	total := 0
 	for _, n := range w.ops {
 		total += n
