@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/domain"
+	"inventory/events"
 	"inventory/migrations"
 	"inventory/store"
 )
@@ -67,10 +68,13 @@ func run(d time.Duration, workers int) error {
 		return err
 	}
 
+	// The server's own event broker runs alongside, as in production: it
+	// publishes the outbox every tick and fetches what it published.
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	defer stopRelay()
 	var relay sync.WaitGroup
-	relay.Go(func() { runRelay(relayCtx, st) })
+	broker := events.NewBroker(st, pool, events.Config{}, slog.New(slog.DiscardHandler))
+	relay.Go(func() { _ = broker.Run(relayCtx) })
 
 	fmt.Printf("%d workers, %s per scenario, PostgreSQL on this machine\n\n", workers, d)
 	hot, err := measure(ctx, d, workers, func(ctx context.Context, w, i int) error { return reserveRelease(ctx, st, "FLASH", w, i) })
@@ -211,21 +215,6 @@ func statementsPerOp(ctx context.Context, pool *pgxpool.Pool) (float64, error) {
 		}
 	}
 	return float64(counter.n.Load()) / n, nil
-}
-
-func runRelay(ctx context.Context, st *store.Store) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := st.StockEventsPublish(ctx, 5000); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-				fmt.Fprintln(os.Stderr, "relay:", err)
-			}
-		}
-	}
 }
 
 func stockSKU(ctx context.Context, st *store.Store, code string, q int) error {
