@@ -213,8 +213,20 @@ func (s *Store) CodesReveal(ctx context.Context, scope domain.Scope, orderLineID
 // dedupe would silently fail). A wrong key stops the server instead of
 // returning garbage later.
 func (s *Store) CodesKeyCheck(ctx context.Context) error {
+	// One code per key id, found with a loose index scan over codes_key_idx
+	// (each step jumps to the next key id), so start-up does not read every
+	// code however many there are.
 	rows, err := s.pool.Query(ctx, `
-		SELECT DISTINCT ON (key_id) key_id, sku_id, ciphertext, fingerprint FROM codes ORDER BY key_id, id`)
+		WITH RECURSIVE keys AS (
+			(SELECT key_id FROM codes ORDER BY key_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT c.key_id FROM codes c WHERE c.key_id > keys.key_id ORDER BY c.key_id LIMIT 1)
+			FROM keys WHERE keys.key_id IS NOT NULL
+		)
+		SELECT k.key_id, c.sku_id, c.ciphertext, c.fingerprint
+		FROM keys k
+		CROSS JOIN LATERAL (SELECT sku_id, ciphertext, fingerprint FROM codes WHERE key_id = k.key_id ORDER BY id LIMIT 1) c
+		WHERE k.key_id IS NOT NULL`)
 	if err != nil {
 		return wrap("CodesKeyCheck", err)
 	}
