@@ -128,6 +128,20 @@ func TestStockChangedResume(t *testing.T) {
 	if cable[0].SKU != "CABLE" || cable[1].SKU != "CABLE" || cable[1].Seq != live[0].Seq {
 		t.Fatalf("filtered: %+v", cable)
 	}
+
+	// A cursor older than what is kept is refused with a reason to resync.
+	if _, err := ts.db.Exec(t.Context(), `UPDATE stock_events_pruned SET through_seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	r := ts.gql(ts.admin, `{ stockEvents(after: 1) { seq } }`, nil)
+	if r.errorCode() != "BAD_REQUEST" || r.Errors[0].Extensions["reason"] != "CURSOR_EXPIRED" || !strings.Contains(r.Errors[0].Message, "resync from availability") {
+		t.Fatalf("expired cursor: %+v", r)
+	}
+	var kept []wsEvent
+	ts.mustData(ts.gql(ts.admin, `{ stockEvents(after: 2, first: 1) { seq } }`, nil), "stockEvents", &kept)
+	if len(kept) != 1 || kept[0].Seq != 3 {
+		t.Fatalf("cursor at the retention edge: %+v", kept)
+	}
 }
 
 // TestSubscriptionAuth: sockets without a usable token close with 4401, a
