@@ -39,23 +39,12 @@ type Config struct {
 // work jobs; an unstarted client can still insert them.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	for _, add := range []func() error{
-		func() error {
-			return river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger})
-		},
-		func() error { return river.AddWorkerSafely(workers, &ExpiryWorker{Expirer: cfg.Expirer}) },
-		func() error {
-			return river.AddWorkerSafely(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
-		},
-		func() error {
-			return river.AddWorkerSafely(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
-				Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})
-		},
-	} {
-		if err := add(); err != nil {
-			return nil, fmt.Errorf("jobs: register worker: %w", err)
-		}
-	}
+	// AddWorker panics only on a kind registered twice: a programming error.
+	river.AddWorker(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger})
+	river.AddWorker(workers, &ExpiryWorker{Expirer: cfg.Expirer})
+	river.AddWorker(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
+	river.AddWorker(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
+		Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:  cfg.Logger,
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
