@@ -259,8 +259,8 @@ func sourcedLast(l basketLine) int64 {
 	return l.locationID
 }
 
-// resolveBasket looks up every SKU and location code of the basket in two
-// queries, answering UNKNOWN_SKU / UNKNOWN_LOCATION for the first line that
+// resolveBasket looks up every SKU and location code of the basket in one
+// query, answering UNKNOWN_SKU / UNKNOWN_LOCATION for the first line that
 // names one that does not exist.
 func resolveBasket(ctx context.Context, tx pgx.Tx, lines []domain.ReserveLine) ([]basketLine, error) {
 	var skuCodes, locCodes []string
@@ -275,22 +275,25 @@ func resolveBasket(ctx context.Context, tx pgx.Tx, lines []domain.ReserveLine) (
 		kind string
 	}
 	skus := map[string]sku{}
-	rows, err := tx.Query(ctx, `SELECT code, id, kind FROM skus WHERE code = ANY($1)`, skuCodes)
-	if err != nil {
-		return nil, err
-	}
-	var code string
-	var s sku
-	if _, err := pgx.ForEachRow(rows, []any{&code, &s.id, &s.kind}, func() error { skus[code] = s; return nil }); err != nil {
-		return nil, err
-	}
 	locs := map[string]int64{}
-	rows, err = tx.Query(ctx, `SELECT code, id FROM locations WHERE code = ANY($1)`, locCodes)
+	rows, err := tx.Query(ctx, `
+		SELECT true, code, id, kind FROM skus WHERE code = ANY($1)
+		UNION ALL
+		SELECT false, code, id, '' FROM locations WHERE code = ANY($2)`, skuCodes, locCodes)
 	if err != nil {
 		return nil, err
 	}
+	var isSKU bool
+	var code, kind string
 	var id int64
-	if _, err := pgx.ForEachRow(rows, []any{&code, &id}, func() error { locs[code] = id; return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&isSKU, &code, &id, &kind}, func() error {
+		if isSKU {
+			skus[code] = sku{id, kind}
+		} else {
+			locs[code] = id
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	out := make([]basketLine, len(lines))
