@@ -7,29 +7,56 @@ import (
 	"io"
 	"mime"
 	"net/http"
+
+	"inventory/domain"
 )
 
-// limitBody refuses bodies over their limit with 413 (maxUpload for multipart
-// uploads, max for everything else), and JSON bodies that are not well-formed
-// with 400, both in GraphQL's error shape with extensions.code BAD_REQUEST,
-// before gqlgen sees them.
+// uploadMemoryBytes is how much of an upload gqlgen's multipart transport
+// keeps in memory (MultipartForm.MaxMemory). gqlgen decides by Content-Length
+// alone: a body that declares less, or nothing at all (chunked), is read into
+// memory whole. So a chunked upload may be at most this large; bigger files
+// must declare their length and are then spooled to a temporary file.
+const uploadMemoryBytes = 1 << 20
+
+// limitBody bounds every /graphql body before a byte of it is read, from what
+// the caller is (the authenticator runs first) and what it declares:
+//
+//   - multipart uploads are for admins only (importCodes is the one mutation
+//     that takes a file): anyone else is refused at the header, 401 without a
+//     usable token and 403 with one, and the body is never read;
+//   - an admin's upload may be maxUpload bytes if it declares Content-Length,
+//     and uploadMemoryBytes if it is chunked, since gqlgen would hold a chunked
+//     body in memory;
+//   - every other body may be max bytes, whatever Content-Length says; JSON
+//     bodies that are not well-formed get 400.
+//
+// Refusals use GraphQL's error shape, never echoing the body.
 func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			max := max
+			limit := max
 			if mediaType == "multipart/form-data" {
-				max = maxUpload
+				if status, code, msg := uploadRefusal(domain.ActorFrom(r.Context())); status != 0 {
+					w.Header().Set("Connection", "close") // do not drain the refused body
+					writeErrorCode(w, status, code, msg)
+					return
+				}
+				limit = maxUpload
+				if r.ContentLength < 0 {
+					limit = min(maxUpload, uploadMemoryBytes)
+				}
 			}
-			if r.ContentLength > max {
-				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", max))
+			if r.ContentLength > limit {
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", limit))
 				return
 			}
-			r.Body = http.MaxBytesReader(w, r.Body, max)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if r.Method == http.MethodPost && mediaType == "application/json" {
 				body, err := io.ReadAll(r.Body)
 				if err != nil {
-					writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", max))
+					writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", limit))
 					return
 				}
 				if !json.Valid(body) {
@@ -43,10 +70,29 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 	}
 }
 
+// uploadRefusal says why actor may not send a multipart upload (HTTP status,
+// extensions.code and message), or status 0 when it may.
+func uploadRefusal(actor domain.Actor) (int, string, string) {
+	switch {
+	case actor.Role == domain.RoleAdmin:
+		return 0, "", ""
+	case actor.Role == domain.RoleAnonymous && actor.TokenProblem != "":
+		return http.StatusUnauthorized, CodeUnauthenticated, "uploads need an admin token: " + actor.TokenProblem
+	case actor.Role == domain.RoleAnonymous:
+		return http.StatusUnauthorized, CodeUnauthenticated, "uploads need an admin token"
+	default:
+		return http.StatusForbidden, CodeForbidden, "uploads are for admin keys only"
+	}
+}
+
 func writeError(w http.ResponseWriter, status int, message string) {
+	writeErrorCode(w, status, CodeBadRequest, message)
+}
+
+func writeErrorCode(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"errors": []map[string]any{{"message": message, "extensions": map[string]string{"code": CodeBadRequest}}},
+		"errors": []map[string]any{{"message": message, "extensions": map[string]string{"code": code}}},
 	})
 }
