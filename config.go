@@ -34,6 +34,7 @@ type config struct {
 	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive       time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout     time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	KeyCacheTTL       time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -93,6 +94,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogLevel:      str("INVENTORY_LOG_LEVEL", "info"),
 		WSKeepAlive:   dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
 		WSInitTimeout: dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
+		KeyCacheTTL:   dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
 	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))

@@ -137,7 +137,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
-		Authenticator: &auth.Authenticator{Keys: st, Checkout: tokens},
+		Authenticator: &auth.Authenticator{Keys: &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}, Checkout: tokens},
 		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
 		Logger:        logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
