@@ -13,17 +13,18 @@ import (
 // Confirms race the real expiry as deadlines pass: for every hold exactly one
 // side wins. A confirm either sells the stock before the deadline or is told
 // RESERVATION_EXPIRED, never any other error, and the hold then expires. Run
-// once with only the expiry jobs expiring holds, and once with the sweeper
+// once with only the expiry jobs expiring holds (each its own, or a set of
+// due ones), and once with the sweeper
 // (grace 1 s) racing them as well.
 func TestConfirmRacesRealExpiry(t *testing.T) {
 	t.Parallel()
 	t.Run("ExpiryJob", func(t *testing.T) {
 		t.Parallel()
-		raceConfirmsWithExpiry(t, 15*time.Second, "system:expiry-job")
+		raceConfirmsWithExpiry(t, 15*time.Second, "system:expiry-job", "system:expiry-set")
 	})
 	t.Run("ExpiryJobAndSweeper", func(t *testing.T) {
 		t.Parallel()
-		raceConfirmsWithExpiry(t, time.Second, "system:expiry-job", "system:sweeper")
+		raceConfirmsWithExpiry(t, time.Second, "system:expiry-job", "system:expiry-set", "system:sweeper")
 	})
 }
 

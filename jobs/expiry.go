@@ -12,20 +12,33 @@ import (
 	"inventory/store"
 )
 
-// Expirer expires one hold when due. store.Store is one.
+// Expirer expires one hold when due, and every hold due, in sets.
+// store.Store is one.
 type Expirer interface {
 	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, err error)
+	ReservationExpireDue(ctx context.Context, limit int) (int, error)
 }
 
 // ExpiryWorker works the per-reservation expiry job inserted by reserve. The
 // job may run early (the hold was extended): it then snoozes to the new
 // deadline. Running it after the hold ended is harmless.
+//
+// When many holds fall due together (a flash sale's abandoned carts), one job
+// per hold would end them one transaction at a time. So every job, once its
+// own hold is settled, also ends every other hold already due, SetSize per
+// transaction, until none is left: the first jobs of a storm end all of it,
+// and the remaining jobs find their hold ended and finish at once. The ledger
+// says which path ended each hold: actor system:expiry-job for a hold's own
+// job, system:expiry-set for a set, system:sweeper for the backstop.
 type ExpiryWorker struct {
 	river.WorkerDefaults[store.ReservationExpiryArgs]
 	Expirer Expirer
+	// SetSize is how many due holds one transaction ends (default 1000).
+	SetSize int
 }
 
-// Work expires the hold or snoozes until its deadline.
+// Work expires the hold or snoozes until its deadline, then ends whatever
+// else is due.
 func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[store.ReservationExpiryArgs]) error {
 	notBefore, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
 	if err != nil {
@@ -34,7 +47,20 @@ func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[store.Reservatio
 	if notBefore != nil {
 		return river.JobSnooze(max(time.Until(*notBefore), 0) + 10*time.Millisecond)
 	}
-	return nil
+	size := w.SetSize
+	if size <= 0 {
+		size = 1000
+	}
+	setCtx := systemActor(ctx, "expiry-set")
+	for {
+		n, err := w.Expirer.ReservationExpireDue(setCtx, size)
+		if err != nil {
+			return fmt.Errorf("expire due holds: %w", err)
+		}
+		if n < size {
+			return nil
+		}
+	}
 }
 
 // SweepArgs asks for one sweeper pass.

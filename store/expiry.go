@@ -57,6 +57,24 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 	return notBefore, wrap("ReservationExpire", err)
 }
 
+// ReservationExpireDue expires up to limit holds that are due now, whichever
+// job they belong to, and returns how many. An expiry job calls it after its
+// own hold, so when many holds fall due together the first jobs to run end
+// them all in sets of limit (one transaction and a handful of statements per
+// set), and the other holds' jobs then find their hold ended and finish at
+// once. Rows another transaction has locked are skipped (a confirm, release
+// or another set has them): a hold is ended by whichever gets it first, and
+// only while it is still held, so never twice.
+func (s *Store) ReservationExpireDue(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		n, err = expireOverdue(ctx, tx, 0, limit)
+		return err
+	})
+	return n, wrap("ReservationExpireDue", err)
+}
+
 // ReservationSweepOverdue is the backstop behind the expiry jobs: it expires
 // up to limit holds overdue by more than grace, skipping rows another
 // transaction has locked (their confirm, release or expiry is under way), and
@@ -65,29 +83,33 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration, limit int) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT id FROM reservations
-			WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
-			ORDER BY expires_at
-			LIMIT $2
-			FOR NO KEY UPDATE SKIP LOCKED`, grace.Seconds(), limit)
-		if err != nil {
+		var err error
+		if n, err = expireOverdue(ctx, tx, grace, limit); err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(ids) > 0 {
-			if err := endHolds(ctx, tx, ids, domain.StatusExpired, nil); err != nil {
-				return err
-			}
-		}
-		n = len(ids)
 		_, err = tx.Exec(ctx, `INSERT INTO sweeper_runs (released) VALUES ($1)`, n)
 		return err
 	})
 	return n, wrap("ReservationSweepOverdue", err)
+}
+
+// expireOverdue locks up to limit held reservations whose deadline passed
+// more than grace ago, oldest first, skipping locked ones, and expires them.
+func expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (int, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id FROM reservations
+		WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
+		ORDER BY expires_at
+		LIMIT $2
+		FOR NO KEY UPDATE SKIP LOCKED`, grace.Seconds(), limit)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return len(ids), endHolds(ctx, tx, ids, domain.StatusExpired, nil)
 }
 
 // HousekeepingPrune deletes health records older than keep: allocation

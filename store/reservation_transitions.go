@@ -310,8 +310,14 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 // promised on the order line), released and expired give the in-stock part
 // back to reserved and the pre-ordered part back to preordered. Balance rows
 // are locked in (sku, location) order first, the one lock order every writer
-// uses; then each reservation is applied on its own, so each stock event
-// carries the balance exactly as that reservation left it.
+// uses.
+//
+// It is one statement however many reservations end together (the expiry of
+// a storm of holds is set-based): each balance is updated once, by the sum of
+// its reservations, and each reservation still gets its own stock event
+// carrying the balance exactly as it left it, as if they had been applied one
+// after another in the order of ids: the k-th of a balance's reservations
+// leaves it at (final value) + (what the reservations after it moved).
 //
 // oneBalance says every line is on the same balance: then the UPDATE itself
 // takes the only lock, and the separate ordering statement is skipped — one
@@ -326,29 +332,41 @@ func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Res
 			return err
 		}
 	}
-	sold := status == domain.StatusConfirmed
-	cause := strings.ToLower(string(status))
-	for _, id := range ids {
-		if _, err := tx.Exec(ctx, `
-			WITH t AS (
-				SELECT sku_id, location_id, sum(quantity - preorder_quantity)::int AS stock, sum(preorder_quantity)::int AS preorder
-				FROM reservation_lines WHERE reservation_id = $1 GROUP BY sku_id, location_id
-			), b AS (
-				UPDATE balances b
-				SET reserved = b.reserved - t.stock,
-				    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
-				    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
-				    updated_at = now()
-				FROM t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
-				RETURNING b.*
-			)
-			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
-			SELECT sku_id, location_id, $3, on_hand, reserved, $1, (SELECT checkout_id FROM reservations WHERE id = $1)
-			FROM b ORDER BY sku_id, location_id`, id, sold, cause); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := tx.Exec(ctx, `
+		WITH per_res AS (
+			SELECT i.ord, rl.reservation_id, rl.sku_id, rl.location_id,
+			       sum(rl.quantity - rl.preorder_quantity)::int AS stock, sum(rl.preorder_quantity)::int AS preorder
+			FROM unnest($1::uuid[]) WITH ORDINALITY AS i(id, ord)
+			JOIN reservation_lines rl ON rl.reservation_id = i.id
+			GROUP BY i.ord, rl.reservation_id, rl.sku_id, rl.location_id
+		), per_balance AS (
+			SELECT sku_id, location_id, sum(stock)::int AS stock, sum(preorder)::int AS preorder
+			FROM per_res GROUP BY sku_id, location_id
+		), b AS (
+			UPDATE balances b
+			SET reserved = b.reserved - t.stock,
+			    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
+			    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
+			    updated_at = now()
+			FROM per_balance t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
+			RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved
+		), later AS (
+			-- what the reservations after each one (same balance) moved
+			SELECT ord, reservation_id, sku_id, location_id,
+			       coalesce(sum(stock) OVER (PARTITION BY sku_id, location_id ORDER BY ord
+			                                 ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0) AS after_stock
+			FROM per_res
+		)
+		INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+		SELECT b.sku_id, b.location_id, $3,
+		       b.on_hand + CASE WHEN $2 THEN l.after_stock ELSE 0 END,
+		       b.reserved + l.after_stock,
+		       l.reservation_id, r.checkout_id
+		FROM later l
+		JOIN b ON b.sku_id = l.sku_id AND b.location_id = l.location_id
+		JOIN reservations r ON r.id = l.reservation_id
+		ORDER BY l.sku_id, l.location_id, l.ord`, ids, status == domain.StatusConfirmed, strings.ToLower(string(status)))
+	return err
 }
 
 func invalidTransition(format string, args ...any) error {
