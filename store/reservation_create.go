@@ -31,11 +31,33 @@ var errTwinWon = errors.New("a concurrent request with the same key won")
 //
 // If a line cannot be had, everything rolls back and the allocation failure
 // is recorded, for the health report.
+//
+// Concurrent single-line reserves at a named location are first offered to a
+// batch (reserveCoalescer, reserveBatch) that makes many holds in one
+// transaction with the same steps done set-based; what a batch cannot decide
+// comes back here.
 func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (domain.Reservation, bool, error) {
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, false, err
 	}
 	fp := fingerprint(in)
+	if coalescable(in) {
+		q := &queuedReserve{in: in, fp: fp, actor: domain.ActorFrom(ctx).Name}
+		switch o := s.reserveBatches.submit(q); o.route {
+		case routeHeld:
+			return o.res, false, nil
+		case routeReplay:
+			return s.replay(ctx, in, fp)
+		case routeRefused:
+			return domain.Reservation{}, false, o.err
+		}
+	}
+	return s.reserveBasket(ctx, in, fp)
+}
+
+// reserveBasket is ReservationCreate for one request in a transaction of its
+// own: any basket, and single lines a batch could not decide.
+func (s *Store) reserveBasket(ctx context.Context, in domain.ReserveInput, fp []byte) (domain.Reservation, bool, error) {
 	var res domain.Reservation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = domain.Reservation{CheckoutID: in.CheckoutID, RequestKey: in.RequestKey, Status: domain.StatusHeld}

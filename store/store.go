@@ -35,6 +35,9 @@ type Store struct {
 	// maxAttempts bounds how often a transaction that lost a deadlock or a
 	// serialization race is run again.
 	maxAttempts int
+	// reserveBatches coalesces concurrent single-line reserves.
+	reserveBatches *reserveCoalescer
+	batchStats     batchCounters
 	// Keyring seals and opens unit codes. Without it, code imports and reveals
 	// fail; quantity stock works.
 	Keyring *codecrypt.Keyring
@@ -46,7 +49,9 @@ func New(pool *pgxpool.Pool) *Store {
 	if err != nil {
 		panic("store: an insert-only River client needs no configuration: " + err.Error())
 	}
-	return &Store{pool: pool, river: inserter, maxAttempts: 8}
+	s := &Store{pool: pool, river: inserter, maxAttempts: 8}
+	s.reserveBatches = newReserveCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
+	return s
 }
 
 // Pool exposes the pool for wiring (River, migrations, health); not for SQL.

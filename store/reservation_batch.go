@@ -1,0 +1,279 @@
+package store
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"inventory/domain"
+)
+
+// Coalescing limits: how many batches run at once (each holds one
+// connection) and how many requests one batch takes. A batch holds its
+// balance rows for a few statements whatever its size, so larger batches
+// raise a hot balance's ceiling; the bound keeps one transaction short.
+const (
+	reserveBatchLeaders = 4
+	reserveBatchMax     = 256
+	reserveBatchTimeout = 30 * time.Second
+)
+
+// coalescable says whether a reserve can be decided in a batch: one line at a
+// named location. Everything else (baskets, sourcing by priority) takes the
+// general basket path; so does any request the batch cannot decide.
+func coalescable(in domain.ReserveInput) bool {
+	return len(in.Lines) == 1 && in.Lines[0].Location != nil
+}
+
+// runReserveBatch decides a batch and records each request's outcome. A
+// batch that fails as a whole sends every request down the basket path,
+// where each gets its own transaction and its own error.
+func (s *Store) runReserveBatch(batch []*queuedReserve) {
+	ctx, cancel := context.WithTimeout(context.Background(), reserveBatchTimeout)
+	defer cancel()
+	outcomes, err := s.reserveBatch(ctx, batch)
+	s.batchStats.batches.Add(1)
+	s.batchStats.requests.Add(int64(len(batch)))
+	for i, q := range batch {
+		if err != nil {
+			q.outcome = batchOutcome{route: routeBasket}
+			continue
+		}
+		q.outcome = outcomes[i]
+	}
+}
+
+// batchCounters count what coalescing did, for metrics and tests.
+type batchCounters struct{ batches, requests atomic.Int64 }
+
+// ReservationBatchStats says how many reserve batches ran and how many
+// requests they took, since the store was made: requests/batches is the mean
+// batch size, which shows whether concurrent reserves are being coalesced.
+func (s *Store) ReservationBatchStats() (batches, requests int64) {
+	return s.batchStats.batches.Load(), s.batchStats.requests.Load()
+}
+
+// lockedBalance is a balance row a batch locked, with what it grants.
+type lockedBalance struct {
+	skuID, locationID int64
+	kind              string
+	onHand, reserved  int
+	preorderable      int // pending_supply - preordered
+	granted           int
+}
+
+// reserveBatch makes the holds of a batch of single-line reserves in one
+// transaction, in five statements whatever the batch size:
+//
+//  1. insert every request's reservation row (ON CONFLICT DO NOTHING: a key
+//     that already names one is a replay, read after commit; the unique
+//     index makes a concurrent twin in another transaction wait, as in the
+//     basket path). A key twice in the batch is a replay of the first;
+//  2. lock the batch's balance rows in (sku, location) order, the one lock
+//     order of every writer;
+//  3. grant in arrival order while the balance has the units: the seeds'
+//     conditional claim, decided on locked rows. A request that cannot be
+//     granted from stock leaves the batch (its row is deleted): OUT_OF_STOCK
+//     at once if the balance has nothing to pre-order either, else it runs
+//     alone on the basket path, which may sell it as a pre-order;
+//  4. one statement: each balance raised once by its grants, and per hold its
+//     line, ledger row and stock event (carrying the balance as that hold
+//     left it, in arrival order), and the refused rows deleted;
+//  5. the expiry jobs, inserted together (River InsertManyTx).
+//
+// The CHECK constraints on balances still refuse anything that would oversell.
+func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]batchOutcome, error) {
+	out := make([]batchOutcome, len(batch))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		clear(out) // a retried transaction decides afresh
+		made, err := insertBatchReservations(ctx, tx, batch, out)
+		if err != nil || len(made) == 0 {
+			return err
+		}
+		balances, err := lockBatchBalances(ctx, tx, batch, made)
+		if err != nil {
+			return err
+		}
+		var held, refused []int
+		for _, i := range made {
+			l := batch[i].in.Lines[0]
+			b := balances[[2]string{l.SKU, *l.Location}]
+			if b == nil || b.kind != "quantity" || b.onHand-b.reserved-b.granted < l.Quantity {
+				refused = append(refused, i)
+				out[i] = batchOutcome{route: routeBasket}
+				if b != nil && b.kind == "quantity" && b.preorderable <= 0 {
+					// Nothing to sell it as a pre-order either: the
+					// basket path would only say the same.
+					available := b.onHand - b.reserved - b.granted
+					out[i] = batchOutcome{route: routeRefused, err: outOfStockError(basketLine{sku: l.SKU, location: *l.Location,
+						locationID: b.locationID, quantity: l.Quantity}, available)}
+				}
+				continue
+			}
+			b.granted += l.Quantity
+			out[i].route = routeHeld
+			out[i].res.Status = domain.StatusHeld
+			out[i].res.Lines = []domain.ReservationLine{{SKU: l.SKU, Location: *l.Location, Quantity: l.Quantity}}
+			held = append(held, i)
+		}
+		if err := applyBatchHolds(ctx, tx, batch, out, balances, held, refused); err != nil {
+			return err
+		}
+		if len(held) == 0 {
+			return nil
+		}
+		jobs := make([]river.InsertManyParams, len(held))
+		for j, i := range held {
+			jobs[j] = river.InsertManyParams{Args: ReservationExpiryArgs{ReservationID: out[i].res.ID},
+				InsertOpts: &river.InsertOpts{ScheduledAt: out[i].res.ExpiresAt}}
+		}
+		_, err = s.river.InsertManyTx(ctx, tx, jobs)
+		return err
+	})
+	return out, err
+}
+
+// insertBatchReservations inserts a reservation row per request whose key is
+// new, records it in out, and returns the indexes of the requests it made,
+// in arrival order; the others are replays.
+func insertBatchReservations(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out []batchOutcome) ([]int, error) {
+	type key struct{ checkout, request string }
+	first := map[key]int{}
+	var checkouts, keys []string
+	var fps [][]byte
+	var ttls []int32
+	for i, q := range batch {
+		k := key{q.in.CheckoutID, q.in.RequestKey}
+		if _, dup := first[k]; dup {
+			out[i].route = routeReplay
+			continue
+		}
+		first[k] = i
+		checkouts, keys, fps, ttls = append(checkouts, k.checkout), append(keys, k.request), append(fps, q.fp), append(ttls, int32(q.in.TTLSeconds))
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+		SELECT c, k, f, clock_timestamp() + make_interval(secs => t)
+		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) WITH ORDINALITY AS i(c, k, f, t, ord)
+		ORDER BY ord
+		ON CONFLICT (checkout_id, request_key) DO NOTHING
+		RETURNING id, checkout_id, request_key, expires_at, created_at`, checkouts, keys, fps, ttls)
+	if err != nil {
+		return nil, err
+	}
+	made := make([]bool, len(batch))
+	var r domain.Reservation
+	if _, err := pgx.ForEachRow(rows, []any{&r.ID, &r.CheckoutID, &r.RequestKey, &r.ExpiresAt, &r.CreatedAt}, func() error {
+		i := first[key{r.CheckoutID, r.RequestKey}]
+		made[i] = true
+		out[i].res = r
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var idx []int
+	for i := range batch {
+		if made[i] {
+			idx = append(idx, i)
+		} else if out[i].route != routeReplay {
+			out[i].route = routeReplay // the key was taken before this batch
+		}
+	}
+	return idx, nil
+}
+
+// lockBatchBalances locks the balance rows the made requests name, in
+// (sku, location) order, keyed by their codes. A pair without a row (unknown
+// SKU or location, or never stocked there) is absent.
+func lockBatchBalances(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, made []int) (map[[2]string]*lockedBalance, error) {
+	skus, locs := make([]string, len(made)), make([]string, len(made))
+	for j, i := range made {
+		skus[j], locs[j] = batch[i].in.Lines[0].SKU, *batch[i].in.Lines[0].Location
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT b.sku_id, b.location_id, s.code, l.code, s.kind, b.on_hand, b.reserved, b.pending_supply - b.preordered
+		FROM (SELECT DISTINCT sku, loc FROM unnest($1::text[], $2::text[]) AS i(sku, loc)) i
+		JOIN skus s ON s.code = i.sku JOIN locations l ON l.code = i.loc
+		JOIN balances b ON b.sku_id = s.id AND b.location_id = l.id
+		ORDER BY b.sku_id, b.location_id
+		FOR NO KEY UPDATE OF b`, skus, locs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[[2]string]*lockedBalance{}
+	var b lockedBalance
+	var sku, loc string
+	_, err = pgx.ForEachRow(rows, []any{&b.skuID, &b.locationID, &sku, &loc, &b.kind, &b.onHand, &b.reserved, &b.preorderable}, func() error {
+		c := b
+		out[[2]string{sku, loc}] = &c
+		return nil
+	})
+	return out, err
+}
+
+// applyBatchHolds writes what the batch granted in one statement: each
+// balance raised once, and per hold its line, ledger row and stock event;
+// refused requests' rows are deleted, and those refused as out of stock are
+// counted as allocation failures (the health report's failure rate).
+func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out []batchOutcome,
+	balances map[[2]string]*lockedBalance, held, refused []int) error {
+	var balSKU, balLoc []int64
+	var balDelta []int32
+	for _, b := range balances {
+		if b.granted > 0 {
+			balSKU, balLoc, balDelta = append(balSKU, b.skuID), append(balLoc, b.locationID), append(balDelta, int32(b.granted))
+		}
+	}
+	n := len(held)
+	ids, checkouts, actors := make([]string, n), make([]string, n), make([]string, n)
+	skuIDs, locIDs := make([]int64, n), make([]int64, n)
+	qty, onHand, reservedAfter := make([]int32, n), make([]int32, n), make([]int32, n)
+	running := map[*lockedBalance]int{}
+	for j, i := range held {
+		l := batch[i].in.Lines[0]
+		b := balances[[2]string{l.SKU, *l.Location}]
+		running[b] += l.Quantity
+		ids[j], checkouts[j], actors[j] = out[i].res.ID, batch[i].in.CheckoutID, batch[i].actor
+		skuIDs[j], locIDs[j], qty[j] = b.skuID, b.locationID, int32(l.Quantity)
+		onHand[j], reservedAfter[j] = int32(b.onHand), int32(b.reserved+running[b])
+	}
+	var gone, failedCheckouts []string
+	var failedSKUs []int64
+	for _, i := range refused {
+		gone = append(gone, out[i].res.ID)
+		if out[i].route == routeRefused {
+			l := batch[i].in.Lines[0]
+			failedCheckouts = append(failedCheckouts, batch[i].in.CheckoutID)
+			failedSKUs = append(failedSKUs, balances[[2]string{l.SKU, *l.Location}].skuID)
+		}
+	}
+	_, err := tx.Exec(ctx, `
+		WITH b AS (
+			UPDATE balances b SET reserved = b.reserved + d.q, updated_at = now()
+			FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(sku, loc, q)
+			WHERE b.sku_id = d.sku AND b.location_id = d.loc
+		), h AS (
+			SELECT * FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[])
+			         WITH ORDINALITY AS h(id, checkout, actor, sku, loc, q, on_hand, reserved, ord)
+		), lines AS (
+			INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity, preorder_quantity)
+			SELECT id, 0, sku, loc, q, 0 FROM h
+		), ledger AS (
+			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor, reservation_id)
+			SELECT sku, loc, q, 'reserved', actor, id FROM h ORDER BY ord
+		), events AS (
+			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+			SELECT sku, loc, 'reserved', on_hand, reserved, id, checkout FROM h ORDER BY ord
+		), failures AS (
+			INSERT INTO allocation_failures (checkout_id, sku_id) SELECT * FROM unnest($13::text[], $14::bigint[])
+		)
+		DELETE FROM reservations WHERE id = ANY($12::uuid[])`,
+		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs)
+	if pgCode(err) == pgNumericOutOfRange {
+		return domain.InvalidInput([]string{"input"}, "the change would take the balance past its maximum of 2147483647")
+	}
+	return err
+}
