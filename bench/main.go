@@ -1,0 +1,383 @@
+// Command bench measures the server end to end, as clients see it, next to
+// what PostgreSQL alone does with the same statements: `make bench` (full,
+// under 10 minutes) and `make bench-smoke` (every scenario for a second,
+// for CI). It creates its own database, runs the real server binary on a
+// loopback port, and for each client count runs a pgbench baseline cell
+// and then our cells over HTTP/GraphQL, interleaved, so both see the same
+// machine state. Then an expiry storm and a subscriber fan-out. It prints a
+// markdown table and writes it with an SVG chart to bench/results/.
+//
+// Performance numbers never fail the run; a failed correctness check
+// (balances out of range, reconciliation not empty, a hold expired twice)
+// makes it exit 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// options are the command-line flags.
+type options struct {
+	bin         string
+	out         string
+	cellDur     time.Duration
+	clients     []int
+	stormHolds  int
+	subscribers int
+	maxConns    int
+	codesRate   int
+	smoke       bool
+}
+
+// bench is the state shared by every scenario of one run.
+type bench struct {
+	opts           options
+	pool           *pgxpool.Pool // the bench's own connections to its database, for seeding and checks
+	dbURL          string
+	srv            *serverProc
+	gql            *gqlClient
+	cat            catalog
+	adminKey       string
+	serviceKey     string
+	checkoutTokens []string // one per client, for checkoutID(c)
+	sqlDir         string
+}
+
+var started = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %6.1fs: %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	var o options
+	var clients string
+	flag.StringVar(&o.bin, "bin", "bin/inventory", "the server binary (go build -o bin/inventory .)")
+	flag.StringVar(&o.out, "out", "bench/results", "directory for the table and chart")
+	flag.DurationVar(&o.cellDur, "duration", 8*time.Second, "how long each cell runs")
+	flag.StringVar(&clients, "clients", "1,8,32,64", "client counts, comma-separated")
+	flag.IntVar(&o.stormHolds, "storm", 50_000, "holds in the expiry storm")
+	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in the fan-out")
+	flag.IntVar(&o.maxConns, "max-conns", 40, "INVENTORY_DB_MAX_CONNS for the server")
+	flag.IntVar(&o.codesRate, "codes-rate", 5000, "CODES reserves/s to stock codes for (a generous cap)")
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
+	flag.Parse()
+	if o.smoke {
+		o.cellDur, clients, o.stormHolds, o.subscribers = time.Second, "1,4", 300, 20
+	}
+	for f := range strings.SplitSeq(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: bad -clients %q\n", clients)
+			os.Exit(2)
+		}
+		o.clients = append(o.clients, n)
+	}
+	// The load generator shares two cores with the server and PostgreSQL:
+	// trade memory for fewer garbage collections.
+	debug.SetGCPercent(400)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	failed, err := run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if failed {
+		fmt.Fprintln(os.Stderr, "bench: a correctness check failed (see the check column)")
+		os.Exit(1)
+	}
+}
+
+// run does the whole benchmark; it reports whether a correctness check
+// failed, and an error when the bench itself could not run.
+func run(ctx context.Context, o options) (failed bool, err error) {
+	adminURL := os.Getenv("DATABASE_URL")
+	if adminURL == "" {
+		return false, errors.New("DATABASE_URL is required (make bench sets it with scripts/pgup.sh)")
+	}
+	if _, err := os.Stat(o.bin); err != nil {
+		return false, fmt.Errorf("server binary: %w (go build -o bin/inventory .)", err)
+	}
+	tmp, err := os.MkdirTemp("", "inventory-bench-")
+	if err != nil {
+		return false, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return false, fmt.Errorf("results dir: %w", err)
+	}
+
+	dbURL, drop, err := createDatabase(ctx, adminURL)
+	if err != nil {
+		return false, err
+	}
+	defer drop()
+	b := &bench{opts: o, dbURL: dbURL, sqlDir: tmp}
+	maxClients := 0
+	for _, c := range o.clients {
+		maxClients = max(maxClients, c)
+	}
+	env := serverEnv(dbURL, o.maxConns)
+	if _, err := cli(ctx, o.bin, env, "migrate"); err != nil {
+		return false, err
+	}
+	if b.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return false, fmt.Errorf("connect to bench database: %w", err)
+	}
+	defer b.pool.Close()
+	if b.cat, err = seed(ctx, b.pool); err != nil {
+		return false, err
+	}
+	if b.adminKey, err = createKey(ctx, o.bin, env, "admin", "bench-admin"); err != nil {
+		return false, err
+	}
+	if b.serviceKey, err = createKey(ctx, o.bin, env, "service", "bench-service"); err != nil {
+		return false, err
+	}
+	if err := b.importCodes(ctx, env, tmp); err != nil {
+		return false, err
+	}
+	if b.srv, err = startServer(ctx, o.bin, env, filepath.Join(o.out, "server.log")); err != nil {
+		return false, err
+	}
+	defer func() {
+		if err := b.srv.stop(); err != nil {
+			logf("%v", err)
+		}
+	}()
+	logf("server %s (pid %d) on database %s", b.srv.URL, b.srv.cmd.Process.Pid, dbURL[strings.LastIndex(dbURL, "/")+1:])
+	// Enough baseline codes that SKIP LOCKED never runs dry within a cell
+	// (they are returned after each one).
+	if err := seedPgbenchCodes(ctx, b.pool, &b.cat, max(1000, int(o.cellDur.Seconds()*20_000))); err != nil {
+		return false, err
+	}
+	if err := writeSQLFiles(tmp); err != nil {
+		return false, err
+	}
+	b.gql = newGQLClient(b.srv.URL, max(maxClients, 32)+8)
+	if err := b.mintCheckoutTokens(ctx, max(maxClients, 32)); err != nil {
+		return false, err
+	}
+
+	if err := b.waitStartupReconcile(ctx); err != nil {
+		return false, err
+	}
+	rep := &report{started: started, cellDur: o.cellDur}
+	if err := b.runCells(ctx, rep); err != nil {
+		return false, err
+	}
+	b.runExtras(ctx, rep, maxClients)
+
+	md := rep.markdown()
+	fmt.Println(md)
+	stamp := started.Format("20060102-150405")
+	for name, body := range map[string]string{"bench-" + stamp + ".md": md, "bench-" + stamp + ".svg": rep.svg(), "latest.md": md, "latest.svg": rep.svg()} {
+		if err := os.WriteFile(filepath.Join(o.out, name), []byte(body), 0o644); err != nil {
+			return false, fmt.Errorf("write results: %w", err)
+		}
+	}
+	logf("wrote %s/bench-%s.{md,svg} (and latest.*)", o.out, stamp)
+	for _, r := range rep.rows {
+		failed = failed || (!r.baseline && r.check != "ok")
+	}
+	if rep.storm != nil && rep.storm.problem != "" {
+		failed = true
+	}
+	for _, n := range rep.notes {
+		failed = failed || strings.HasPrefix(n, "FAIL")
+	}
+	return failed, ctx.Err()
+}
+
+// importCodes stocks our CODES SKU through the real CLI import, with
+// enough codes for every CODES cell at codesRate reserves/s.
+func (b *bench) importCodes(ctx context.Context, env []string, dir string) error {
+	n := max(200, int(float64(len(b.opts.clients))*b.opts.cellDur.Seconds()*float64(b.opts.codesRate)))
+	path := filepath.Join(dir, "codes.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("codes file: %w", err)
+	}
+	buf := make([]byte, 0, 1<<16)
+	for i := range n {
+		buf = fmt.Appendf(buf, "BENCH-%08d-%x\n", i, uint32(i*2654435761))
+		if len(buf) > 60_000 {
+			if _, err := f.Write(buf); err != nil {
+				f.Close()
+				return fmt.Errorf("codes file: %w", err)
+			}
+			buf = buf[:0]
+		}
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("codes file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("codes file: %w", err)
+	}
+	t0 := time.Now()
+	out, err := cli(ctx, b.opts.bin, env, "import", "--sku", b.cat.codesSKU, "--location", b.cat.locCode, "--batch", "bench", path)
+	if err != nil {
+		return err
+	}
+	logf("imported %d codes in %s: %s", n, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(out))
+	return nil
+}
+
+// mintCheckoutTokens issues one checkout token per client, as a checkout
+// backend would for each browser, valid for the whole run.
+func (b *bench) mintCheckoutTokens(ctx context.Context, n int) error {
+	b.checkoutTokens = make([]string, n)
+	for c := range n {
+		var out struct {
+			IssueCheckoutToken struct{ Token string }
+		}
+		if err := b.gql.do(ctx, b.serviceKey, `mutation($id: String!) { issueCheckoutToken(checkoutId: $id, ttlSeconds: 86400) { token } }`,
+			map[string]any{"id": checkoutID(c)}, &out); err != nil {
+			return fmt.Errorf("issueCheckoutToken: %w", err)
+		}
+		b.checkoutTokens[c] = out.IssueCheckoutToken.Token
+	}
+	return nil
+}
+
+// waitStartupReconcile waits for the reconciliation job the server runs at
+// start-up: pgbench's claims write no ledger rows, so a reconciliation that
+// overlapped a baseline cell would log mismatches that are the bench's doing.
+// Later runs are an hour away (INVENTORY_RECONCILE_INTERVAL).
+func (b *bench) waitStartupReconcile(ctx context.Context) error {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var done bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM river_job WHERE kind = 'reconcile' AND state = 'completed')`).Scan(&done); err != nil {
+			return fmt.Errorf("startup reconciliation: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
+	logf("the start-up reconciliation job has not completed within 60s; going on")
+	return nil
+}
+
+// runCells runs, for each client count, each baseline cell followed by
+// the scenarios compared with it.
+func (b *bench) runCells(ctx context.Context, rep *report) error {
+	cell := 0
+	total := len(b.opts.clients) * (len(baselines) + len(scenarios))
+	for _, clients := range b.opts.clients {
+		for _, base := range baselines {
+			cell++
+			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
+			res, err := runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat)
+			if err != nil {
+				return err
+			}
+			if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
+				return err
+			}
+			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
+			baseOps := res.opsPerSec()
+			for _, sc := range scenarios {
+				if sc.base != base.key {
+					continue
+				}
+				cell++
+				logf("[%d/%d] %s, %d clients", cell, total, sc.name, clients)
+				rss := sampleRSS(b.srv.cmd.Process.Pid)
+				res := closedLoop(ctx, clients, b.opts.cellDur, sc.make(b, cell, clients))
+				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps, target: sc.target, rssMB: rss.done()}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				problem, err := b.checkInvariants(ctx)
+				if err != nil {
+					return err
+				}
+				r.check = "ok"
+				if problem != "" {
+					r.check = "FAIL: " + problem
+				}
+				if res.failed > 0 {
+					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
+				}
+				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f, RSS %.0f MB, check %s",
+					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.rssMB, r.check)
+				rep.peakRSS = max(rep.peakRSS, r.rssMB)
+				rep.rows = append(rep.rows, r)
+			}
+		}
+	}
+	return nil
+}
+
+// runExtras runs the expiry storm and the fan-out after the cells; their
+// failures are recorded in the report rather than aborting it.
+func (b *bench) runExtras(ctx context.Context, rep *report, maxClients int) {
+	rate := 0.0
+	fanClients := 0
+	for _, c := range b.opts.clients {
+		if c <= 32 {
+			fanClients = max(fanClients, c)
+		}
+	}
+	for _, r := range rep.rows {
+		if r.key == "spread-service" && r.clients == maxClients {
+			rate = r.res.opsPerSec()
+		}
+		if r.key == "spread-token" && r.clients == fanClients {
+			rep.fanNoSub = r.res.opsPerSec()
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	s, err := b.runStorm(ctx, b.opts.stormHolds, maxClients, rate)
+	if err != nil {
+		rep.notes = append(rep.notes, "FAIL: expiry storm: "+err.Error())
+	} else {
+		if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+			s.problem = strings.TrimPrefix(strings.Join([]string{s.problem, problem, errString(err)}, "; "), "; ")
+		}
+		rep.storm = &s
+		rep.peakRSS = max(rep.peakRSS, s.rssMB)
+		logf("storm: released %s after the last deadline, lag p50 %.0f ms p99 %.0f ms, problem %q", s.releasedAfter.Round(time.Millisecond), s.lagP50, s.lagP99, s.problem)
+	}
+	if ctx.Err() != nil || fanClients == 0 {
+		return
+	}
+	logf("fan-out: %d subscribers, spread reserve load at %d clients", b.opts.subscribers, fanClients)
+	f, err := b.runFanout(ctx, b.opts.subscribers, fanClients, b.opts.cellDur, 100000)
+	if err != nil {
+		rep.notes = append(rep.notes, "FAIL: fan-out: "+err.Error())
+		return
+	}
+	rep.fanout = &f
+	rep.peakRSS = max(rep.peakRSS, f.rssMB)
+	if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+		rep.notes = append(rep.notes, "FAIL: after fan-out: "+problem+errString(err))
+	}
+	logf("fan-out: %d attached, %.0f reserves/s, %d events, p50 %.0f ms p99 %.0f ms, %d dropped",
+		f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
