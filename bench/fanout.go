@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,6 +24,7 @@ type fanoutResult struct {
 	load                           loadResult
 	clients                        int
 	rssMB                          float64
+	benchCPU                       float64 // CPU seconds the bench process used during the load
 }
 
 var (
@@ -71,10 +75,14 @@ func dialSubscriber(ctx context.Context, baseURL, adminKey string) (*subscriber,
 	return &subscriber{conn: conn}, nil
 }
 
-// read records events until ctx ends; from is when recording starts.
+// read records events until ctx ends; from is when recording starts. Each
+// frame is read into one reused buffer: a thousand subscribers receive
+// every event, and the load generator shares the server's cores.
 func (s *subscriber) read(ctx context.Context, from *atomic.Int64) {
+	buf := make([]byte, 0, 512)
 	for {
-		_, msg, err := s.conn.Read(ctx)
+		msg, err := readFrame(ctx, s.conn, buf)
+		buf = msg[:0]
 		if err != nil {
 			if ctx.Err() == nil {
 				s.dropped = true
@@ -100,6 +108,38 @@ func (s *subscriber) read(ctx context.Context, from *atomic.Int64) {
 		s.events++
 		s.lat.record(recv.Sub(t))
 	}
+}
+
+// readFrame reads the next message into buf[:0].
+func readFrame(ctx context.Context, conn *websocket.Conn, buf []byte) ([]byte, error) {
+	_, r, err := conn.Reader(ctx)
+	if err != nil {
+		return buf, err
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// cpuSeconds is this process's user+system CPU time, to show what the load
+// generator itself cost while it shared the machine.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // runFanout attaches n stockChanged subscribers, then runs the spread
@@ -151,7 +191,9 @@ func (b *bench) runFanout(ctx context.Context, n, clients int, d time.Duration, 
 	time.Sleep(500 * time.Millisecond) // let the subscriptions register before load starts
 	rss := sampleRSS(b.srv.cmd.Process.Pid)
 	from.Store(time.Now().UnixNano())
+	cpu0 := cpuSeconds()
 	res.load = closedLoop(ctx, clients, d, reserveOp(spreadSKU, true)(b, cell, clients))
+	res.benchCPU = cpuSeconds() - cpu0
 	time.Sleep(time.Second) // events committed at the end are still on their way
 	res.rssMB = rss.done()
 	stopRead()
