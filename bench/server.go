@@ -86,6 +86,9 @@ func startServer(ctx context.Context, bin string, env []string, logPath string) 
 	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = env
+	// If the bench dies without running its deferred stop, the server gets
+	// SIGTERM instead of living on.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
