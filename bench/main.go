@@ -1,18 +1,15 @@
-// Command bench measures the write paths that decide how the server behaves
-// on its busiest day, side by side in one run on one database, and prints
-// ratios. Run it with `make bench` (it finds or starts PostgreSQL itself).
+// Command bench measures the server end to end, as clients see it, next to
+// what PostgreSQL alone does with the same statements: `make bench` (full,
+// under 10 minutes) and `make bench-smoke` (every scenario for a second,
+// for CI). It creates its own database, runs the real server binary on a
+// loopback port, and for each client count runs a pgbench baseline cell
+// and then our cells over HTTP/GraphQL, interleaved, so both see the same
+// machine state. Then an expiry storm and a subscriber fan-out. It prints a
+// markdown table and writes it with an SVG chart to bench/results/.
 //
-//	go run ./bench [-duration 10s] [-workers 32]
-//
-// Scenarios:
-//   - flash sale: every worker reserves 1 unit of the same SKU and releases
-//     it, through the real store (conditional UPDATE, ledger, outbox event,
-//     River expiry job), while the event relay runs — against the same work
-//     spread over one SKU per worker. The ratio is what queuing on one
-//     balance row costs.
-//   - notify per write: the reserve transaction at SQL level (conditional
-//     UPDATE + ledger row + outbox row) with and without a pg_notify in each
-//     transaction — the design the event relay exists to avoid.
+// Performance numbers never fail the run; a failed correctness check
+// (balances out of range, reconciliation not empty, a hold expired twice)
+// makes it exit 1.
 package main
 
 import (
@@ -20,250 +17,387 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/url"
 	"os"
-	"sync"
-	"sync/atomic"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"inventory/domain"
-	"inventory/events"
-	"inventory/migrations"
-	"inventory/store"
 )
 
+// options are the command-line flags.
+type options struct {
+	bin         string
+	out         string
+	cellDur     time.Duration
+	clients     []int
+	stormHolds  int
+	stormWait   time.Duration
+	subscribers int
+	maxConns    int
+	codesRate   int
+	smoke       bool
+}
+
+// bench is the state shared by every scenario of one run.
+type bench struct {
+	opts           options
+	pool           *pgxpool.Pool // the bench's own connections to its database, for seeding and checks
+	dbURL          string
+	srv            *serverProc
+	gql            *gqlClient
+	cat            catalog
+	adminKey       string
+	serviceKey     string
+	checkoutTokens []string // one per client, for checkoutID(c)
+	sqlDir         string
+}
+
+var started = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %6.1fs: %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
 func main() {
-	duration := flag.Duration("duration", 10*time.Second, "how long each scenario runs")
-	workers := flag.Int("workers", 32, "concurrent clients")
+	var o options
+	var clients string
+	flag.StringVar(&o.bin, "bin", "bin/inventory", "the server binary (go build -o bin/inventory .)")
+	flag.StringVar(&o.out, "out", "bench/results", "directory for the table and chart")
+	flag.DurationVar(&o.cellDur, "duration", 8*time.Second, "how long each cell runs")
+	flag.StringVar(&clients, "clients", "1,8,32,64", "client counts, comma-separated")
+	flag.IntVar(&o.stormHolds, "storm", 50_000, "holds in the expiry storm")
+	flag.DurationVar(&o.stormWait, "storm-wait", time.Minute, "how long after the storm's deadline to wait for every hold to be released")
+	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in the fan-out")
+	flag.IntVar(&o.maxConns, "max-conns", 40, "INVENTORY_DB_MAX_CONNS for the server")
+	flag.IntVar(&o.codesRate, "codes-rate", 5000, "CODES reserves/s to stock codes for (a generous cap)")
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
 	flag.Parse()
-	if err := run(*duration, *workers); err != nil {
+	if o.smoke {
+		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
+	}
+	for f := range strings.SplitSeq(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: bad -clients %q\n", clients)
+			os.Exit(2)
+		}
+		o.clients = append(o.clients, n)
+	}
+	// The load generator shares two cores with the server and PostgreSQL:
+	// trade memory for fewer garbage collections.
+	debug.SetGCPercent(400)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	failed, err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if failed {
+		fmt.Fprintln(os.Stderr, "bench: a correctness check failed (see the check column)")
 		os.Exit(1)
 	}
 }
 
-func run(d time.Duration, workers int) error {
-	ctx := domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "bench"})
-	pool, cleanup, err := freshDatabase(ctx, workers)
-	if err != nil {
-		return err
+// run does the whole benchmark; it reports whether a correctness check
+// failed, and an error when the bench itself could not run.
+func run(ctx context.Context, o options) (failed bool, err error) {
+	adminURL := os.Getenv("DATABASE_URL")
+	if adminURL == "" {
+		return false, errors.New("DATABASE_URL is required (make bench sets it with scripts/pgup.sh)")
 	}
-	defer cleanup()
-	st := store.New(pool)
-	for _, l := range []string{"AMS"} {
-		if _, err := st.LocationCreate(ctx, domain.CreateLocationInput{Code: l, Name: l}); err != nil {
-			return err
+	if _, err := os.Stat(o.bin); err != nil {
+		return false, fmt.Errorf("server binary: %w (go build -o bin/inventory .)", err)
+	}
+	tmp, err := os.MkdirTemp("", "inventory-bench-")
+	if err != nil {
+		return false, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return false, fmt.Errorf("results dir: %w", err)
+	}
+
+	dbURL, drop, err := createDatabase(ctx, adminURL)
+	if err != nil {
+		return false, err
+	}
+	defer drop()
+	b := &bench{opts: o, dbURL: dbURL, sqlDir: tmp}
+	maxClients := 0
+	for _, c := range o.clients {
+		maxClients = max(maxClients, c)
+	}
+	env := serverEnv(dbURL, o.maxConns)
+	if _, err := cli(ctx, o.bin, env, "migrate"); err != nil {
+		return false, err
+	}
+	if b.pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		return false, fmt.Errorf("connect to bench database: %w", err)
+	}
+	defer b.pool.Close()
+	if b.cat, err = seed(ctx, b.pool); err != nil {
+		return false, err
+	}
+	if b.adminKey, err = createKey(ctx, o.bin, env, "admin", "bench-admin"); err != nil {
+		return false, err
+	}
+	if b.serviceKey, err = createKey(ctx, o.bin, env, "service", "bench-service"); err != nil {
+		return false, err
+	}
+	if err := b.importCodes(ctx, env, tmp); err != nil {
+		return false, err
+	}
+	if b.srv, err = startServer(ctx, o.bin, env, filepath.Join(o.out, "server.log")); err != nil {
+		return false, err
+	}
+	defer func() {
+		if err := b.srv.stop(); err != nil {
+			logf("%v", err)
+		}
+	}()
+	logf("server %s (pid %d) on database %s", b.srv.URL, b.srv.cmd.Process.Pid, dbName(dbURL))
+	// Enough baseline codes that SKIP LOCKED never runs dry within a cell
+	// (they are returned after each one).
+	if err := seedPgbenchCodes(ctx, b.pool, &b.cat, max(1000, int(o.cellDur.Seconds()*20_000))); err != nil {
+		return false, err
+	}
+	if err := writeSQLFiles(tmp); err != nil {
+		return false, err
+	}
+	b.gql = newGQLClient(b.srv.URL, max(maxClients, 32)+8)
+	if err := b.mintCheckoutTokens(ctx, max(maxClients, 32)); err != nil {
+		return false, err
+	}
+
+	if err := b.waitStartupReconcile(ctx); err != nil {
+		return false, err
+	}
+	rep := &report{started: started, cellDur: o.cellDur}
+	if err := b.runCells(ctx, rep); err != nil {
+		return false, err
+	}
+	b.runExtras(ctx, rep)
+
+	md := rep.markdown()
+	fmt.Println(md)
+	stamp := started.Format("20060102-150405")
+	for name, body := range map[string]string{"bench-" + stamp + ".md": md, "bench-" + stamp + ".svg": rep.svg(), "latest.md": md, "latest.svg": rep.svg()} {
+		if err := os.WriteFile(filepath.Join(o.out, name), []byte(body), 0o644); err != nil {
+			return false, fmt.Errorf("write results: %w", err)
 		}
 	}
-	for i := range workers {
-		if err := stockSKU(ctx, st, fmt.Sprintf("SKU-%d", i), 1_000_000); err != nil {
-			return err
-		}
+	logf("wrote %s/bench-%s.{md,svg} (and latest.*)", o.out, stamp)
+	for _, r := range rep.rows {
+		failed = failed || (!r.baseline && r.check != "ok")
 	}
-	if err := stockSKU(ctx, st, "FLASH", 1_000_000); err != nil {
-		return err
+	if rep.storm != nil && rep.storm.problem != "" {
+		failed = true
 	}
-
-	// The server's own event broker runs alongside, as in production: it
-	// publishes the outbox every tick and fetches what it published.
-	relayCtx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	var relay sync.WaitGroup
-	broker := events.NewBroker(st, pool, events.Config{}, slog.New(slog.DiscardHandler))
-	relay.Go(func() { _ = broker.Run(relayCtx) })
-
-	fmt.Printf("%d workers, %s per scenario, PostgreSQL on this machine\n\n", workers, d)
-	hot, err := measure(ctx, d, workers, func(ctx context.Context, w, i int) error { return reserveRelease(ctx, st, "FLASH", w, i) })
-	if err != nil {
-		return err
+	for _, n := range rep.notes {
+		failed = failed || strings.HasPrefix(n, "FAIL")
 	}
-	spread, err := measure(ctx, d, workers, func(ctx context.Context, w, i int) error {
-		return reserveRelease(ctx, st, fmt.Sprintf("SKU-%d", w), w, i)
-	})
-	if err != nil {
-		return err
-	}
-	stopRelay()
-	relay.Wait()
-	rawHot, err := measure(ctx, d, workers, func(ctx context.Context, _, _ int) error { return rawReserve(ctx, pool, "FLASH", false) })
-	if err != nil {
-		return err
-	}
-	quiet, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error {
-		return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), false)
-	})
-	if err != nil {
-		return err
-	}
-	loud, err := measure(ctx, d, workers, func(ctx context.Context, w, _ int) error {
-		return rawReserve(ctx, pool, fmt.Sprintf("SKU-%d", w), true)
-	})
-	if err != nil {
-		return err
-	}
-	perOp, err := statementsPerOp(ctx, pool)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-62s %10s\n", "scenario", "ops/s")
-	fmt.Printf("%-62s %10.0f\n", "reserve+release, every worker on one SKU (flash sale)", hot)
-	fmt.Printf("%-62s %10.0f\n", "reserve+release, one SKU per worker", spread)
-	fmt.Printf("%-62s %10.0f\n", "reserve tx (UPDATE+ledger+outbox), every worker on one SKU", rawHot)
-	fmt.Printf("%-62s %10.0f\n", "reserve tx (UPDATE+ledger+outbox), relay notifies per batch", quiet)
-	fmt.Printf("%-62s %10.0f\n", "reserve tx (UPDATE+ledger+outbox) + pg_notify per transaction", loud)
-	fmt.Printf("\nflash sale / spread:        %.2f\n", hot/spread)
-	fmt.Printf("reserve tx one SKU / spread: %.2f\n", rawHot/quiet)
-	fmt.Printf("notify per write / batched: %.2f\n", loud/quiet)
-	fmt.Printf("statements per reserve+release through the store: %.1f (the SQL reserve transaction: 3)\n", perOp)
-	return nil
+	return failed, ctx.Err()
 }
 
-// measure runs op in workers goroutines for d and returns completed ops/s.
-func measure(ctx context.Context, d time.Duration, workers int, op func(context.Context, int, int) error) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr error
-	var once sync.Once
-	start := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			for i := 0; ctx.Err() == nil; i++ {
-				if err := op(ctx, w, i); err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { firstErr = err })
-						cancel()
-					}
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return float64(done.Load()) / time.Since(start).Seconds(), firstErr
-}
-
-func reserveRelease(ctx context.Context, st *store.Store, sku string, w, i int) error {
-	loc := "AMS"
-	res, _, err := st.ReservationCreate(ctx, domain.ReserveInput{CheckoutID: fmt.Sprintf("bench-%d", w), RequestKey: fmt.Sprintf("%s-%d", sku, i),
-		TTLSeconds: 900, Lines: []domain.ReserveLine{{SKU: sku, Location: &loc, Quantity: 1}}})
+// importCodes stocks our CODES SKU through the real CLI import, with
+// enough codes for every CODES cell at codesRate reserves/s.
+func (b *bench) importCodes(ctx context.Context, env []string, dir string) error {
+	n := max(200, int(float64(len(b.opts.clients))*b.opts.cellDur.Seconds()*float64(b.opts.codesRate)))
+	path := filepath.Join(dir, "codes.txt")
+	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("codes file: %w", err)
 	}
-	_, err = st.ReservationRelease(ctx, domain.Scope{}, domain.ReleaseInput{ID: res.ID, Reason: domain.ReasonOther})
-	return err
-}
-
-// rawReserve is the seeds' reserve transaction at SQL level on sku,
-// optionally with the per-transaction NOTIFY the relay avoids.
-func rawReserve(ctx context.Context, pool *pgxpool.Pool, sku string, notify bool) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			WITH b AS (
-				UPDATE balances SET reserved = reserved + 1, updated_at = now()
-				WHERE sku_id = (SELECT id FROM skus WHERE code = $1) AND on_hand - reserved >= 1
-				RETURNING *
-			), ledger AS (
-				INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor) SELECT sku_id, location_id, 1, 'reserved', 'bench' FROM b
-			)
-			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved) SELECT sku_id, location_id, 'reserved', on_hand, reserved FROM b`,
-			sku)
-		if err != nil || !notify {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify('inventory_bench', 'x')`)
-		return err
-	})
-}
-
-// statementCounter counts the statements sent through a pool.
-type statementCounter struct{ n atomic.Int64 }
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// statementsPerOp runs 100 reserve+release pairs one after another and
-// returns the statements each pair sent, BEGIN and COMMIT included.
-func statementsPerOp(ctx context.Context, pool *pgxpool.Pool) (float64, error) {
-	counter := &statementCounter{}
-	cfg := pool.Config().Copy()
-	cfg.ConnConfig.Tracer = counter
-	counted, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer counted.Close()
-	cst := store.New(counted)
-	if err := counted.Ping(ctx); err != nil {
-		return 0, err
-	}
-	counter.n.Store(0)
-	const n = 100
+	buf := make([]byte, 0, 1<<16)
 	for i := range n {
-		if err := reserveRelease(ctx, cst, "SKU-0", -1, i); err != nil {
-			return 0, err
+		buf = fmt.Appendf(buf, "BENCH-%08d-%x\n", i, uint32(i*2654435761))
+		if len(buf) > 60_000 {
+			if _, err := f.Write(buf); err != nil {
+				f.Close()
+				return fmt.Errorf("codes file: %w", err)
+			}
+			buf = buf[:0]
 		}
 	}
-	return float64(counter.n.Load()) / n, nil
-}
-
-func stockSKU(ctx context.Context, st *store.Store, code string, q int) error {
-	if _, err := st.SKUCreate(ctx, domain.CreateSKUInput{Code: code, Name: code, Kind: domain.KindQuantity}); err != nil {
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("codes file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("codes file: %w", err)
+	}
+	t0 := time.Now()
+	out, err := cli(ctx, b.opts.bin, env, "import", "--sku", b.cat.codesSKU, "--location", b.cat.locCode, "--batch", "bench", path)
+	if err != nil {
 		return err
 	}
-	for q > 0 {
-		n := min(q, domain.MaxQuantity)
-		if _, err := st.StockReceive(ctx, domain.ReceiveStockInput{SKU: code, Location: "AMS", Quantity: n, Reference: "bench"}); err != nil {
-			return err
+	logf("imported %d codes in %s: %s", n, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(out))
+	return nil
+}
+
+// mintCheckoutTokens issues one checkout token per client, as a checkout
+// backend would for each browser, valid for the whole run.
+func (b *bench) mintCheckoutTokens(ctx context.Context, n int) error {
+	b.checkoutTokens = make([]string, n)
+	for c := range n {
+		var out struct {
+			IssueCheckoutToken struct{ Token string }
 		}
-		q -= n
+		if err := b.gql.do(ctx, b.serviceKey, `mutation($id: String!) { issueCheckoutToken(checkoutId: $id, ttlSeconds: 86400) { token } }`,
+			map[string]any{"id": checkoutID(c)}, &out); err != nil {
+			return fmt.Errorf("issueCheckoutToken: %w", err)
+		}
+		b.checkoutTokens[c] = out.IssueCheckoutToken.Token
 	}
 	return nil
 }
 
-// freshDatabase creates and migrates inventory_bench on DATABASE_URL's server.
-func freshDatabase(ctx context.Context, workers int) (*pgxpool.Pool, func(), error) {
-	base := os.Getenv("DATABASE_URL")
-	if base == "" {
-		return nil, nil, errors.New("DATABASE_URL is not set: run make bench")
-	}
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer admin.Close(ctx)
-	for _, q := range []string{"DROP DATABASE IF EXISTS inventory_bench WITH (FORCE)", "CREATE DATABASE inventory_bench"} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			return nil, nil, err
+// waitStartupReconcile waits for the reconciliation job the server runs at
+// start-up: pgbench's claims write no ledger rows, so a reconciliation that
+// overlapped a baseline cell would log mismatches that are the bench's doing.
+// Later runs are an hour away (INVENTORY_RECONCILE_INTERVAL).
+func (b *bench) waitStartupReconcile(ctx context.Context) error {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var done bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM river_job WHERE kind = 'reconcile' AND state = 'completed')`).Scan(&done); err != nil {
+			return fmt.Errorf("startup reconciliation: %w", err)
+		}
+		if done {
+			return nil
 		}
 	}
-	u, err := url.Parse(base)
+	logf("the start-up reconciliation job has not completed within 60s; going on")
+	return nil
+}
+
+// runCells runs, for each client count, each baseline cell followed by
+// the scenarios compared with it.
+func (b *bench) runCells(ctx context.Context, rep *report) error {
+	cell := 0
+	total := len(b.opts.clients) * (len(baselines) + len(scenarios))
+	for _, clients := range b.opts.clients {
+		for _, base := range baselines {
+			cell++
+			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
+			res, err := runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat)
+			if err != nil {
+				return err
+			}
+			if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
+				return err
+			}
+			logf("  %.0f tps, p50 %.2f ms, p99 %.2f ms", res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99))
+			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
+			baseOps := res.opsPerSec()
+			for _, sc := range scenarios {
+				if sc.base != base.key {
+					continue
+				}
+				cell++
+				logf("[%d/%d] %s, %d clients", cell, total, sc.name, clients)
+				rss := sampleRSS(b.srv.cmd.Process.Pid)
+				res := closedLoop(ctx, clients, b.opts.cellDur, sc.make(b, cell, clients))
+				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps, target: sc.target, rssMB: rss.done()}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				problem, err := b.checkInvariants(ctx)
+				if err != nil {
+					return err
+				}
+				r.check = "ok"
+				if problem != "" {
+					r.check = "FAIL: " + problem
+				}
+				if res.failed > 0 {
+					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
+				}
+				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f, RSS %.0f MB, check %s",
+					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.rssMB, r.check)
+				rep.peakRSS = max(rep.peakRSS, r.rssMB)
+				rep.rows = append(rep.rows, r)
+			}
+		}
+	}
+	return nil
+}
+
+// runExtras runs the subscriber fan-out and then the expiry storm after the
+// cells (the storm last, so a backlog of expiry jobs it may leave behind
+// does not load any other measurement); their failures are recorded in the
+// report rather than aborting it.
+func (b *bench) runExtras(ctx context.Context, rep *report) {
+	fanClients := 0
+	for _, c := range b.opts.clients {
+		if c <= 32 {
+			fanClients = max(fanClients, c)
+		}
+	}
+	// The storm creates its holds at the client count where the service-key
+	// reserve was fastest; that rate sizes how far ahead the deadline is.
+	rate, stormClients := 0.0, b.opts.clients[0]
+	for _, r := range rep.rows {
+		if r.key == "spread-service" && r.res.opsPerSec() >= rate {
+			rate, stormClients = r.res.opsPerSec(), r.clients
+		}
+		if r.key == "spread-token" && r.clients == fanClients {
+			rep.fanNoSub = r.res.opsPerSec()
+		}
+	}
+	if ctx.Err() == nil && fanClients > 0 {
+		logf("fan-out: %d subscribers, spread reserve load at %d clients", b.opts.subscribers, fanClients)
+		f, err := b.runFanout(ctx, b.opts.subscribers, fanClients, b.opts.cellDur, 100000)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: fan-out: "+err.Error())
+		} else {
+			rep.fanout = &f
+			rep.peakRSS = max(rep.peakRSS, f.rssMB)
+			if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+				rep.notes = append(rep.notes, "FAIL: after fan-out: "+problem+errString(err))
+			}
+			logf("fan-out: %d attached, %.0f reserves/s, %d events, p50 %.0f ms p99 %.0f ms, %d dropped",
+				f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	s, err := b.runStorm(ctx, b.opts.stormHolds, stormClients, rate, b.opts.stormWait)
 	if err != nil {
-		return nil, nil, err
+		rep.notes = append(rep.notes, "FAIL: expiry storm: "+err.Error())
+		return
 	}
-	u.Path = "/inventory_bench"
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		return nil, nil, err
+	if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+		s.problem = strings.TrimPrefix(strings.Join([]string{s.problem, problem, errString(err)}, "; "), "; ")
 	}
-	cfg.MaxConns = int32(workers + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
+	rep.storm = &s
+	rep.peakRSS = max(rep.peakRSS, s.rssMB)
+	released := "not all within " + s.waited.String()
+	if s.releasedAfter >= 0 {
+		released = "all released " + s.releasedAfter.Round(time.Millisecond).String()
 	}
-	if err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		pool.Close()
-		return nil, nil, err
+	logf("storm: %s after the last deadline; %d expired, %d still held (%s); lag p50 %.0f ms p99 %.0f ms; problem %q",
+		released, s.expired, s.stillHeld, s.endedBy, s.lagP50, s.lagP99, s.problem)
+}
+
+// dbName is the database part of a connection URL, for progress lines.
+func dbName(u string) string {
+	name := u[strings.LastIndex(u, "/")+1:]
+	if i := strings.IndexByte(name, '?'); i >= 0 {
+		name = name[:i]
 	}
-	return pool, pool.Close, nil
+	return name
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

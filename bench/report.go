@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// row is one measured cell: one scenario (ours or baseline) at one client count.
+type row struct {
+	key, name string
+	baseline  bool
+	clients   int
+	res       loadResult
+	baseOps   float64 // ours: the baseline cell's ops/s at the same client count
+	target    target
+	rssMB     float64
+	check     string // ours: "ok" or what failed
+}
+
+func (r row) ratio() float64 {
+	if r.baseOps <= 0 {
+		return 0
+	}
+	return r.res.opsPerSec() / r.baseOps
+}
+
+// report is everything the run measured, rendered as markdown and SVG.
+type report struct {
+	started  time.Time
+	cellDur  time.Duration
+	rows     []row
+	storm    *stormResult
+	fanout   *fanoutResult
+	fanNoSub float64 // the spread cell's ops/s at the fan-out client count
+	peakRSS  float64
+	notes    []string
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "✓"
+	}
+	return "✗"
+}
+
+func (rep *report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# make bench, %s\n\n", rep.started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "%s per cell, closed loop; ours over HTTP/GraphQL to the real server binary, baseline pgbench on the same PostgreSQL and schema; cells interleaved per client count. Latency in ms. Each of our rows is compared with the pgbench row above it at the same client count (reserve → confirm pairs with the spread claim). Baseline p50/p99 come from pgbench's per-transaction log (`--log`). Targets are shown, not enforced.\n\n", rep.cellDur)
+	b.WriteString("| scenario | clients | ops/s | p50 | p99 | failed | ratio to baseline | target | server RSS MB | check |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+	for _, r := range rep.rows {
+		ratio, tgt, rss, check := "", "", "", ""
+		if !r.baseline {
+			ratio = fmt.Sprintf("%.2f", r.ratio())
+			if r.target.clients == r.clients {
+				tgt = fmt.Sprintf("≥ %g %s", r.target.ratio, mark(r.ratio() >= r.target.ratio))
+			}
+			rss = fmt.Sprintf("%.0f", r.rssMB)
+			check = r.check
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %s | %s |\n",
+			r.name, r.clients, r.res.opsPerSec(), r.res.lat.quantile(0.5), r.res.lat.quantile(0.99), r.res.failed, ratio, tgt, rss, check)
+	}
+	if s := rep.storm; s != nil {
+		b.WriteString("\n## Expiry storm\n\n")
+		b.WriteString("| holds due in one second | created in | all released after the last deadline | expiry lag p50 | p99 | max | expired | still held | ended by (ledger actor) | expired twice | server RSS MB | check |\n")
+		b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
+		released := fmt.Sprintf("not within %s (target ≤ 15 s ✗)", s.waited)
+		if s.releasedAfter >= 0 {
+			released = fmt.Sprintf("%.1f s (target ≤ 15 s %s)", s.releasedAfter.Seconds(), mark(s.releasedAfter <= 15*time.Second))
+		}
+		check := "ok"
+		if s.problem != "" {
+			check = "FAIL: " + s.problem
+		}
+		created := fmt.Sprintf("%d", s.created)
+		if s.created < s.wanted {
+			created = fmt.Sprintf("%d of %d", s.created, s.wanted)
+		}
+		lagNote := ""
+		if s.stillHeld > 0 {
+			lagNote = " (≥: still held counted as now − deadline)"
+		}
+		fmt.Fprintf(&b, "| %s | %.1f s | %s | %.0f ms%s | %.0f ms | %.0f ms | %d | %d | %s | %d | %.0f | %s |\n",
+			created, s.createSecs, released, s.lagP50, lagNote, s.lagP99, s.lagMax, s.expired, s.stillHeld, s.endedBy, s.expiredTwice, s.rssMB, check)
+	}
+	if f := rep.fanout; f != nil {
+		b.WriteString("\n## Fan-out\n\n")
+		fmt.Fprintf(&b, "| subscribers attached | reserve clients | reserves/s with them | without | with / without | events delivered | commit-to-client p50 | p99 | dropped | server RSS MB | bench CPU (of %.0f s × %d cores) |\n",
+			rep.cellDur.Seconds(), runtime.NumCPU())
+		b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		with := f.load.opsPerSec()
+		ratio := 0.0
+		if rep.fanNoSub > 0 {
+			ratio = with / rep.fanNoSub
+		}
+		fmt.Fprintf(&b, "| %d of %d | %d | %.0f | %.0f | %.2f (target ≥ 0.9 %s) | %d | %.0f ms | %.0f ms (target < 250 %s) | %d | %.0f | %.1f s |\n",
+			f.attached, f.subscribers, f.clients, with, rep.fanNoSub, ratio, mark(ratio >= 0.9), f.events,
+			f.lat.quantile(0.5), f.lat.quantile(0.99), mark(f.lat.n > 0 && f.lat.quantile(0.99) < 250), f.dropped, f.rssMB, f.benchCPU)
+	}
+	fmt.Fprintf(&b, "\nPeak server RSS over the run: %.0f MB (target < 200 MB %s).\n", rep.peakRSS, mark(rep.peakRSS < 200))
+	for _, n := range rep.notes {
+		fmt.Fprintf(&b, "\n- %s", n)
+	}
+	if len(rep.notes) > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
+
+// svg draws throughput against clients, one line per scenario (baselines
+// dashed), on a log scale: pgbench and HTTP differ by orders of magnitude.
+func (rep *report) svg() string {
+	const w, h, left, right, top, bottom = 1040.0, 540.0, 70.0, 410.0, 40.0, 50.0
+	var clients []int
+	type series struct {
+		name     string
+		baseline bool
+		pts      map[int]float64
+	}
+	var order []string
+	byKey := map[string]*series{}
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range rep.rows {
+		if !containsInt(clients, r.clients) {
+			clients = append(clients, r.clients)
+		}
+		s := byKey[r.name]
+		if s == nil {
+			s = &series{name: r.name, baseline: r.baseline, pts: map[int]float64{}}
+			byKey[r.name] = s
+			order = append(order, r.name)
+		}
+		v := max(r.res.opsPerSec(), 0.1)
+		s.pts[r.clients] = v
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if len(clients) == 0 {
+		return ""
+	}
+	ylo, yhi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if yhi <= ylo {
+		yhi = ylo + 1
+	}
+	pw, ph := w-left-right, h-top-bottom
+	x := func(i int) float64 {
+		if len(clients) == 1 {
+			return left + pw/2
+		}
+		return left + pw*float64(i)/float64(len(clients)-1)
+	}
+	y := func(v float64) float64 { return top + ph*(1-(math.Log10(v)-ylo)/(yhi-ylo)) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="22" font-size="15">Throughput (ops/s, log scale) against clients — ours solid, pgbench dashed</text>`+"\n", left)
+	for e := ylo; e <= yhi; e++ {
+		v := math.Pow(10, e)
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.0f" y="%.1f" text-anchor="end">%g</text>`+"\n", left, left+pw, y(v), y(v), left-6, y(v)+4, v)
+	}
+	for i, c := range clients {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#eee"/><text x="%.1f" y="%.0f" text-anchor="middle">%d</text>`+"\n", x(i), x(i), top, top+ph, x(i), top+ph+18, c)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">clients</text>`+"\n", left+pw/2, h-10)
+	for si, name := range order {
+		s := byKey[name]
+		color := palette[si%len(palette)]
+		dash := ""
+		if s.baseline {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		var pts []string
+		for i, c := range clients {
+			if v, ok := s.pts[c]; ok {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(i), y(v), color)
+			}
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", color, dash, strings.Join(pts, " "))
+		ly := top + 10 + float64(si)*20
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text>`+"\n",
+			w-right+15, w-right+45, ly, ly, color, dash, w-right+50, ly+4, html.EscapeString(name))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
