@@ -35,6 +35,7 @@ type config struct {
 	WSKeepAlive       time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout     time.Duration // INVENTORY_WS_INIT_TIMEOUT
 	KeyCacheTTL       time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
+	PprofAddr         string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -95,6 +96,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		WSKeepAlive:   dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
 		WSInitTimeout: dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
 		KeyCacheTTL:   dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
+		PprofAddr:     getenv("INVENTORY_PPROF_ADDR"),
 	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))

@@ -145,6 +145,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      m,
 	})
+	if cfg.PprofAddr != "" {
+		if err := servePprof(ctx, cfg.PprofAddr, logger); err != nil {
+			return nil, fmt.Errorf("INVENTORY_PPROF_ADDR: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)

@@ -79,64 +79,61 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 	return b, wrap("StockAdjust", err)
 }
 
-// AvailabilityList reads balances for many SKUs in one statement, answering in
-// request order with nil for unknown SKUs. It reads committed balances only and
-// never counts code rows.
+// AvailabilityList reads balances for many SKUs in one statement (the
+// storefront's hot path: no transaction around it, one round trip), answering
+// in request order with nil for unknown SKUs. One statement is one snapshot,
+// so the balances read are consistent with each other. It reads committed
+// balances only and never counts code rows. A location filter naming an
+// unknown location is refused; the same statement finds that out.
 func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
 	out := make([]*domain.Availability, len(q.SKUs))
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		if q.Locations != nil {
-			var unknown []string
-			if err := tx.QueryRow(ctx, `
-				SELECT coalesce(array_agg(c), '{}') FROM unnest($1::text[]) c
-				WHERE NOT EXISTS (SELECT FROM locations WHERE code = c)`, q.Locations).Scan(&unknown); err != nil {
-				return err
-			}
-			if len(unknown) > 0 {
-				return domain.Limitf("unknown location %q", unknown[0])
-			}
+	rows, err := s.pool.Query(ctx, `
+		SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at,
+		       (SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, i)
+		        WHERE NOT EXISTS (SELECT FROM locations WHERE code = c) ORDER BY i LIMIT 1)
+		FROM unnest($1::text[]) WITH ORDINALITY AS r(code, ord)
+		LEFT JOIN skus s ON s.code = r.code
+		LEFT JOIN (balances b JOIN locations l ON l.id = b.location_id
+		           AND ($2::text[] IS NULL OR l.code = ANY($2)))
+		       ON b.sku_id = s.id
+		ORDER BY r.ord, l.priority, l.code`, q.SKUs, q.Locations)
+	if err != nil {
+		return nil, wrap("AvailabilityList", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ord int
+		var sku, loc, unknownLocation *string
+		var b domain.Balance
+		var onHand, reserved, pending, preordered *int
+		var updatedAt *time.Time
+		if err := rows.Scan(&ord, &sku, &loc, &onHand, &reserved, &pending, &preordered, &updatedAt, &unknownLocation); err != nil {
+			return nil, wrap("AvailabilityList", err)
 		}
-		rows, err := tx.Query(ctx, `
-			SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at
-			FROM unnest($1::text[]) WITH ORDINALITY AS r(code, ord)
-			LEFT JOIN skus s ON s.code = r.code
-			LEFT JOIN (balances b JOIN locations l ON l.id = b.location_id
-			           AND ($2::text[] IS NULL OR l.code = ANY($2)))
-			       ON b.sku_id = s.id
-			ORDER BY r.ord, l.priority, l.code`, q.SKUs, q.Locations)
-		if err != nil {
-			return err
+		if unknownLocation != nil {
+			return nil, domain.Limitf("unknown location %q", *unknownLocation)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var ord int
-			var sku, loc *string
-			var b domain.Balance
-			var onHand, reserved, pending, preordered *int
-			var updatedAt *time.Time
-			if err := rows.Scan(&ord, &sku, &loc, &onHand, &reserved, &pending, &preordered, &updatedAt); err != nil {
-				return err
-			}
-			if sku == nil {
-				continue // unknown SKU: stays nil
-			}
-			a := out[ord-1]
-			if a == nil {
-				a = &domain.Availability{SKU: *sku, Locations: []domain.Balance{}}
-				out[ord-1] = a
-			}
-			if loc != nil {
-				b.SKU, b.Location = *sku, *loc
-				b.OnHand, b.Reserved, b.PendingSupply, b.Preordered, b.UpdatedAt = *onHand, *reserved, *pending, *preordered, *updatedAt
-				a.Locations = append(a.Locations, b)
-			}
+		if sku == nil {
+			continue // unknown SKU: stays nil
 		}
-		return rows.Err()
-	})
-	return out, wrap("AvailabilityList", err)
+		a := out[ord-1]
+		if a == nil {
+			a = &domain.Availability{SKU: *sku, Locations: []domain.Balance{}}
+			out[ord-1] = a
+		}
+		if loc != nil {
+			b.SKU, b.Location = *sku, *loc
+			b.OnHand, b.Reserved, b.PendingSupply, b.Preordered, b.UpdatedAt = *onHand, *reserved, *pending, *preordered, *updatedAt
+			a.Locations = append(a.Locations, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("AvailabilityList", err)
+	}
+	return out, nil
 }
 
 func codesNeedImport(sku string) error {
