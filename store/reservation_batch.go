@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +23,7 @@ const (
 )
 
 // coalescable says whether a reserve can be decided in a batch: one line at a
-// named location. Everything else (baskets, sourcing by priority) takes the
+// named location, of either kind of SKU. Everything else (baskets, sourcing by priority) takes the
 // general basket path; so does any request the batch cannot decide.
 func coalescable(in domain.ReserveInput) bool {
 	return len(in.Lines) == 1 && in.Lines[0].Location != nil
@@ -37,6 +38,9 @@ func (s *Store) runReserveBatch(batch []*queuedReserve) {
 	outcomes, err := s.reserveBatch(ctx, batch)
 	s.batchStats.batches.Add(1)
 	s.batchStats.requests.Add(int64(len(batch)))
+	if err != nil {
+		s.batchStats.failed.Add(1)
+	}
 	for i, q := range batch {
 		if err != nil {
 			q.outcome = batchOutcome{route: routeBasket}
@@ -47,13 +51,16 @@ func (s *Store) runReserveBatch(batch []*queuedReserve) {
 }
 
 // batchCounters count what coalescing did, for metrics and tests.
-type batchCounters struct{ batches, requests atomic.Int64 }
+type batchCounters struct{ batches, requests, failed atomic.Int64 }
 
-// ReservationBatchStats says how many reserve batches ran and how many
-// requests they took, since the store was made: requests/batches is the mean
-// batch size, which shows whether concurrent reserves are being coalesced.
-func (s *Store) ReservationBatchStats() (batches, requests int64) {
-	return s.batchStats.batches.Load(), s.batchStats.requests.Load()
+// ReservationBatchStats says what reserve coalescing did since the store was
+// made: how many batches ran, how many requests they took (requests/batches
+// is the mean batch size, which shows whether concurrent reserves are being
+// coalesced), and how many batches failed as a whole. A failed batch loses
+// nothing — its requests run one by one on the basket path — but it should
+// not happen: a non-zero count points at a bug or at the database failing.
+func (s *Store) ReservationBatchStats() (batches, requests, failed int64) {
+	return s.batchStats.batches.Load(), s.batchStats.requests.Load(), s.batchStats.failed.Load()
 }
 
 // lockedBalance is a balance row a batch locked, with what it grants.
@@ -101,15 +108,19 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		for _, i := range made {
 			l := batch[i].in.Lines[0]
 			b := balances[[2]string{l.SKU, *l.Location}]
-			if b == nil || b.kind != "quantity" || b.onHand-b.reserved-b.granted < l.Quantity {
+			// For a CODES SKU on_hand - reserved counts the available codes,
+			// so the same test decides it; its codes are claimed in step 4.
+			if b == nil || b.onHand-b.reserved-b.granted < l.Quantity {
+				// out[i].res keeps the row's id until it is deleted in step 4.
 				refused = append(refused, i)
-				out[i] = batchOutcome{route: routeBasket}
-				if b != nil && b.kind == "quantity" && b.preorderable <= 0 {
+				out[i].route = routeBasket
+				if b != nil && b.preorderable <= 0 {
 					// Nothing to sell it as a pre-order either: the
 					// basket path would only say the same.
 					available := b.onHand - b.reserved - b.granted
-					out[i] = batchOutcome{route: routeRefused, err: outOfStockError(basketLine{sku: l.SKU, location: *l.Location,
-						locationID: b.locationID, quantity: l.Quantity}, available)}
+					out[i].route = routeRefused
+					out[i].err = outOfStockError(basketLine{sku: l.SKU, location: *l.Location,
+						locationID: b.locationID, quantity: l.Quantity}, available)
 				}
 				continue
 			}
@@ -215,7 +226,8 @@ func lockBatchBalances(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, m
 }
 
 // applyBatchHolds writes what the batch granted in one statement: each
-// balance raised once, and per hold its line, ledger row and stock event;
+// balance raised once, and per hold its line, ledger row, stock event and,
+// for a CODES SKU, its codes marked held;
 // refused requests' rows are deleted, and those refused as out of stock are
 // counted as allocation failures (the health report's failure rate).
 func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out []batchOutcome,
@@ -231,6 +243,8 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 	ids, checkouts, actors := make([]string, n), make([]string, n), make([]string, n)
 	skuIDs, locIDs := make([]int64, n), make([]int64, n)
 	qty, onHand, reservedAfter := make([]int32, n), make([]int32, n), make([]int32, n)
+	isCodes := make([]bool, n)
+	codeUnits := 0
 	running := map[*lockedBalance]int{}
 	for j, i := range held {
 		l := batch[i].in.Lines[0]
@@ -239,6 +253,9 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 		ids[j], checkouts[j], actors[j] = out[i].res.ID, batch[i].in.CheckoutID, batch[i].actor
 		skuIDs[j], locIDs[j], qty[j] = b.skuID, b.locationID, int32(l.Quantity)
 		onHand[j], reservedAfter[j] = int32(b.onHand), int32(b.reserved+running[b])
+		if isCodes[j] = b.kind == "codes"; isCodes[j] {
+			codeUnits += l.Quantity
+		}
 	}
 	var gone, failedCheckouts []string
 	var failedSKUs []int64
@@ -250,17 +267,25 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 			failedSKUs = append(failedSKUs, balances[[2]string{l.SKU, *l.Location}].skuID)
 		}
 	}
-	_, err := tx.Exec(ctx, `
+	// Codes: each CODES hold takes the next units of its balance in arrival
+	// order (first_unit..first_unit+q-1), and the balance's oldest available
+	// codes are numbered 0, 1, … (oldest batch first), so hold k gets exactly
+	// the codes numbered in its range. The balance rows are locked, so no
+	// other claimer takes these codes; SKIP LOCKED only keeps the claim from
+	// waiting on rows some other statement has locked.
+	var claimed int
+	err := tx.QueryRow(ctx, `
 		WITH b AS (
 			UPDATE balances b SET reserved = b.reserved + d.q, updated_at = now()
 			FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(sku, loc, q)
 			WHERE b.sku_id = d.sku AND b.location_id = d.loc
 		), h AS (
-			SELECT * FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[])
-			         WITH ORDINALITY AS h(id, checkout, actor, sku, loc, q, on_hand, reserved, ord)
+			SELECT * FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[], $15::bool[])
+			         WITH ORDINALITY AS h(id, checkout, actor, sku, loc, q, on_hand, reserved, codes, ord)
 		), lines AS (
 			INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity, preorder_quantity)
 			SELECT id, 0, sku, loc, q, 0 FROM h
+			RETURNING id, reservation_id
 		), ledger AS (
 			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor, reservation_id)
 			SELECT sku, loc, q, 'reserved', actor, id FROM h ORDER BY ord
@@ -269,9 +294,33 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 			SELECT sku, loc, 'reserved', on_hand, reserved, id, checkout FROM h ORDER BY ord
 		), failures AS (
 			INSERT INTO allocation_failures (checkout_id, sku_id) SELECT * FROM unnest($13::text[], $14::bigint[])
+		), refused AS (
+			DELETE FROM reservations WHERE id = ANY($12::uuid[])
+		), code_holds AS (
+			SELECT id, sku, loc, q, sum(q) OVER (PARTITION BY sku, loc ORDER BY ord) - q AS first_unit
+			FROM h WHERE codes
+		), picked AS (
+			SELECT c.id, d.sku, d.loc, row_number() OVER (PARTITION BY d.sku, d.loc ORDER BY c.batch_id, c.id) - 1 AS unit
+			FROM (SELECT sku, loc, sum(q) AS n FROM code_holds GROUP BY sku, loc) d
+			CROSS JOIN LATERAL (
+				SELECT id, batch_id FROM codes
+				WHERE sku_id = d.sku AND location_id = d.loc AND status = 'available'
+				ORDER BY batch_id, id LIMIT d.n
+				FOR NO KEY UPDATE SKIP LOCKED) c
+		), claimed AS (
+			UPDATE codes SET status = 'held', reservation_line_id = lines.id, updated_at = now()
+			FROM picked
+			JOIN code_holds ch ON ch.sku = picked.sku AND ch.loc = picked.loc
+			     AND picked.unit >= ch.first_unit AND picked.unit < ch.first_unit + ch.q
+			JOIN lines ON lines.reservation_id = ch.id
+			WHERE codes.id = picked.id
+			RETURNING 1
 		)
-		DELETE FROM reservations WHERE id = ANY($12::uuid[])`,
-		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs)
+		SELECT count(*) FROM claimed`,
+		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs, isCodes).Scan(&claimed)
+	if err == nil && claimed != codeUnits {
+		return fmt.Errorf("codes balance out of step: %d codes claimable for %d counted available", claimed, codeUnits)
+	}
 	if pgCode(err) == pgNumericOutOfRange {
 		return domain.InvalidInput([]string{"input"}, "the change would take the balance past its maximum of 2147483647")
 	}

@@ -41,7 +41,8 @@ func (r *coalesceRun) record(t *testing.T, in domain.ReserveInput, res domain.Re
 	r.made[res.ID] = in
 }
 
-// Concurrent single-line reserves of one hot balance, from two store
+// Concurrent single-line reserves of one hot balance and one CODES balance
+// (whose codes are claimed in the batch, oldest batch first), from two store
 // instances on one database, coalesced into batches: with fresh keys,
 // replays of a key inside one batch (twins sent at once) and across batches
 // (a retry later), keys reused with other inputs, different TTLs, partial
@@ -68,6 +69,17 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	const stock = 150
 	mustReceive(t, b, "HOT", "AMS", stock)
 	mustReceive(t, b, "SIDE", "BER", 1000)
+	withCodesKeyring(t, b)
+	stores[1].Keyring = b.store.Keyring
+	b.codesSKU(t, "GC", "AMS")
+	const codes = 120
+	for batch := range 3 { // claims take the oldest batch first, across batches
+		var list []string
+		for i := range codes / 3 {
+			list = append(list, fmt.Sprintf("GC-%d-%03d", batch, i))
+		}
+		b.codesImport(t, "GC", "AMS", fmt.Sprintf("B%d", batch), list...)
+	}
 
 	run := &coalesceRun{made: map[string]domain.ReserveInput{}, replayed: map[string]int{}, keys: map[[2]string]string{},
 		refused: map[domain.ErrorCode]int{}, released: map[string]bool{}}
@@ -101,8 +113,9 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 			checkout := fmt.Sprintf("cart-%d", g)
 			var mine []domain.ReserveInput // requests that made a hold
 			for i := range opsEach {
+				sku := []string{"HOT", "GC"}[rng.IntN(2)]
 				single := domain.ReserveInput{CheckoutID: checkout, RequestKey: fmt.Sprintf("k-%d", i),
-					TTLSeconds: 60 * (1 + rng.IntN(3)), Lines: []domain.ReserveLine{{SKU: "HOT", Location: &ams, Quantity: 1 + rng.IntN(3)}}}
+					TTLSeconds: 60 * (1 + rng.IntN(3)), Lines: []domain.ReserveLine{{SKU: sku, Location: &ams, Quantity: 1 + rng.IntN(3)}}}
 				switch op := rng.IntN(10); {
 				case op < 5: // a fresh single line
 					if _, _, err := reserve(single, rng.IntN(2)); err == nil {
@@ -121,7 +134,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 					}
 				case op == 7 && len(mine) > 0: // the same key with other inputs
 					in := mine[rng.IntN(len(mine))]
-					in.Lines = []domain.ReserveLine{{SKU: "HOT", Location: &ams, Quantity: in.Lines[0].Quantity + 1}}
+					in.Lines = []domain.ReserveLine{{SKU: in.Lines[0].SKU, Location: &ams, Quantity: in.Lines[0].Quantity + 1}}
 					if _, _, err := stores[rng.IntN(2)].ReservationCreate(b.ctx, in); !isCode(err, domain.CodeIdempotencyKeyReused) {
 						t.Errorf("key reused with other inputs: %v", err)
 					}
@@ -152,10 +165,10 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	}
 	t.Logf("%d holds made, %d replays answered, refusals %v, %d released", len(run.made), len(run.replayed), run.refused, len(run.released))
 	for i, st := range stores {
-		batches, requests := st.ReservationBatchStats()
+		batches, requests, failed := st.ReservationBatchStats()
 		t.Logf("instance %d: %d requests in %d batches", i, requests, batches)
-		if batches == 0 || requests <= batches {
-			t.Errorf("instance %d coalesced nothing: %d requests in %d batches", i, requests, batches)
+		if batches == 0 || requests <= batches || failed != 0 {
+			t.Errorf("instance %d: %d requests in %d batches, %d failed; want some coalesced and none failed", i, requests, batches, failed)
 		}
 	}
 	if run.refused[domain.CodeOutOfStock] == 0 || len(run.replayed) == 0 {
@@ -178,7 +191,9 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 		       (SELECT count(*) FROM stock_movements WHERE reservation_id = r.id AND cause = 'reserved'),
 		       (SELECT count(*) FROM stock_events WHERE reservation_id = r.id AND cause = 'reserved'),
 		       (SELECT count(*) FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = r.id::text),
-		       extract(epoch FROM r.expires_at - r.created_at)::int
+		       extract(epoch FROM r.expires_at - r.created_at)::int,
+		       (SELECT count(*) FROM codes c JOIN reservation_lines rl ON rl.id = c.reservation_line_id
+		        WHERE rl.reservation_id = r.id AND c.status = 'held')
 		FROM reservations r`)
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +201,8 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	defer rows.Close() // before the pool closes, also when a check fails
 	for rows.Next() {
 		var id, status string
-		var lines, units, ledger, events, jobs, ttl int
-		if err := rows.Scan(&id, &status, &lines, &units, &ledger, &events, &jobs, &ttl); err != nil {
+		var lines, units, ledger, events, jobs, ttl, heldCodes int
+		if err := rows.Scan(&id, &status, &lines, &units, &ledger, &events, &jobs, &ttl, &heldCodes); err != nil {
 			t.Fatal(err)
 		}
 		in := run.made[id]
@@ -205,6 +220,15 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 		if wantStatus := map[bool]string{true: "released", false: "held"}[run.released[id]]; status != wantStatus {
 			t.Errorf("reservation %s is %s, want %s", id, status, wantStatus)
 		}
+		wantCodes := 0
+		for _, l := range in.Lines {
+			if l.SKU == "GC" && status == "held" {
+				wantCodes += l.Quantity
+			}
+		}
+		if heldCodes != wantCodes {
+			t.Errorf("reservation %s (%s) holds %d codes, want %d", id, status, heldCodes, wantCodes)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -212,6 +236,14 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	onHand, reserved, _ := balanceRow(t, b, "HOT", "AMS")
 	if onHand != stock || reserved > stock {
 		t.Fatalf("HOT@AMS on_hand %d reserved %d, stock %d", onHand, reserved, stock)
+	}
+	var heldCodes, gcReserved int
+	if err := b.pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM codes WHERE status = 'held'),
+		(SELECT reserved FROM balances JOIN skus ON skus.id = sku_id WHERE skus.code = 'GC')`).Scan(&heldCodes, &gcReserved); err != nil {
+		t.Fatal(err)
+	}
+	if heldCodes != gcReserved || heldCodes > codes {
+		t.Fatalf("%d codes held, GC reserved %d, %d codes in stock", heldCodes, gcReserved, codes)
 	}
 	requireReconciled(t, b)
 	requireConsistentEventStream(t, b)
