@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"strconv"
+	"fmt"
 	"strings"
 	"time"
 
@@ -23,13 +23,14 @@ const relayLock = 0x1_4E5E_47_E7E7
 // StockEventsPublish is one relay tick. Writers insert events without seq,
 // in their own transactions, which commit in any order; this assigns seq to
 // the events that have committed since the last tick, in one transaction that
-// holds an advisory lock, as max(seq)+1, +2, … in id order, and notifies
-// listeners once for the whole batch.
+// holds an advisory lock, as last+1, +2, … in id order (last is the newest
+// seq assigned, kept in stock_events_head), and notifies listeners once for
+// the whole batch.
 //
 // Why readers never see a gap: seq values become visible only when a relay
 // transaction commits, and relay transactions run one after another (the
-// second takes the lock after the first committed, and its max(seq) sees the
-// first's batch). A snapshot therefore sees seq 1..M for some M, never M+2
+// second takes the lock after the first committed, and the head it reads is
+// the one the first moved). A snapshot therefore sees seq 1..M for some M, never M+2
 // without M+1, and an event that committed late simply gets a later seq; it
 // cannot be skipped by a reader that already passed its position, because no
 // position is handed out before the event is visible. Writers pay one INSERT
@@ -41,32 +42,47 @@ const relayLock = 0x1_4E5E_47_E7E7
 func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) {
 	var n int
 	// READ COMMITTED explicitly, whatever the server default: each statement
-	// must take its snapshot after the lock is held, so max(seq) sees the
-	// previous relay's commit.
+	// must take its snapshot after the lock is held, so the head it reads is
+	// the previous relay's.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		n = 0
+		// The plan of every statement here must not depend on statistics:
+		// on a new database they are taken while stock_events is nearly
+		// empty, and a join planned on them (a nested loop over whole-table
+		// scans) stays in the prepared statement's cache, so each tick read
+		// the table once per event and the relay fell ever further behind
+		// (3 s per tick after 10 s of load). So there is no join, and the
+		// scans are forced onto the indexes for this transaction.
 		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(relayLock)).Scan(&locked); err != nil || !locked {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1), set_config('enable_seqscan', 'off', true) IS NOT NULL`,
+			int64(relayLock)).Scan(&locked, new(bool)); err != nil || !locked {
 			return err
 		}
-		var last *int64
-		err := tx.QueryRow(ctx, `
-			WITH base AS (SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) AS m FROM stock_events),
-			todo AS (
-				SELECT id, row_number() OVER (ORDER BY id) AS rn
-				FROM (SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1) unpublished
-			),
-			published AS (
-				UPDATE stock_events e SET seq = base.m + todo.rn, published_at = now()
-				FROM todo, base WHERE e.id = todo.id
-				RETURNING e.seq
+		var base int64
+		var ids []int64
+		if err := tx.QueryRow(ctx, `
+			SELECT (SELECT last_seq FROM stock_events_head),
+			       array(SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1)`, limit).Scan(&base, &ids); err != nil || len(ids) == 0 {
+			return err
+		}
+		// ids is ascending, so the k-th id (1-based) gets base + k.
+		var last int64
+		if err := tx.QueryRow(ctx, `
+			WITH published AS (
+				UPDATE stock_events SET seq = $2 + array_position($1::bigint[], id), published_at = now()
+				WHERE id = ANY($1::bigint[])
+				RETURNING seq
+			), head AS (
+				UPDATE stock_events_head SET last_seq = (SELECT max(seq) FROM published)
 			)
-			SELECT count(*), max(seq) FROM published`, limit).Scan(&n, &last)
-		if err != nil || n == 0 {
+			SELECT count(*), max(seq), pg_notify($3, max(seq)::text) IS NOT NULL FROM published`,
+			ids, base, StockEventsChannel).Scan(&n, &last, new(bool)); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, StockEventsChannel, strconv.FormatInt(*last, 10))
-		return err
+		if n != len(ids) {
+			return fmt.Errorf("published %d of %d events", n, len(ids))
+		}
+		return nil
 	})
 	return n, wrap("StockEventsPublish", err)
 }
@@ -112,7 +128,7 @@ func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([
 // a live subscription without a cursor starts.
 func (s *Store) StockEventsLatest(ctx context.Context) (int64, error) {
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) FROM stock_events`).Scan(&seq)
+	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM stock_events_head`).Scan(&seq)
 	return seq, wrap("StockEventsLatest", err)
 }
 
