@@ -92,6 +92,9 @@ func TestReserveLastUnitOverHTTP(t *testing.T) {
 		`inventory_subscribers 0`,
 		`inventory_sweeper_released_total 0`,
 		`inventory_http_request_duration_seconds_count{code="200",method="post"}`,
+		// Every one of the 50 single-line reserves went through a batch.
+		`inventory_reserve_batch_requests_total 50`,
+		`inventory_reserve_batch_failures_total 0`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q", code, want)

@@ -125,6 +125,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	broker := events.NewBroker(st, pool, cfg.Events, logger)
 	m := metrics.New(broker)
+	m.WatchBatching(st)
 	riverClient, err := jobs.NewClient(pool, jobs.Config{
 		Reconciler: st, Expirer: st, Sweeper: st, EventsPruner: st, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,

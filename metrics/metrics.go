@@ -65,6 +65,28 @@ func New(live Live) *Metrics {
 	return m
 }
 
+// Batching is what reserve coalescing reports. store.Store is one.
+type Batching interface {
+	ReservationBatchStats() (batches, requests, failed int64)
+}
+
+// WatchBatching exports reserve coalescing: batches, the requests they took
+// (their ratio is the mean batch size) and batches that failed as a whole,
+// which should stay 0 (their requests were served one by one instead).
+func (m *Metrics) WatchBatching(b Batching) {
+	stat := func(pick func(batches, requests, failed int64) int64) func() float64 {
+		return func() float64 { return float64(pick(b.ReservationBatchStats())) }
+	}
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batches_total", Help: "Reserve batches run: concurrent single-line reserves decided in one transaction."},
+			stat(func(n, _, _ int64) int64 { return n })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batch_requests_total", Help: "Reserve requests taken into batches."},
+			stat(func(_, n, _ int64) int64 { return n })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batch_failures_total", Help: "Reserve batches that failed as a whole (their requests ran one by one); should stay 0."},
+			stat(func(_, _, n int64) int64 { return n })),
+	)
+}
+
 // Handler serves the metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})

@@ -23,8 +23,9 @@ const (
 )
 
 // coalescable says whether a reserve can be decided in a batch: one line at a
-// named location, of either kind of SKU. Everything else (baskets, sourcing by priority) takes the
-// general basket path; so does any request the batch cannot decide.
+// named location, of either kind of SKU. Everything else (baskets, sourcing
+// by priority) takes the basket path; so does any request the batch cannot
+// decide.
 func coalescable(in domain.ReserveInput) bool {
 	return len(in.Lines) == 1 && in.Lines[0].Location != nil
 }
