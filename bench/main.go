@@ -302,7 +302,20 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 				cell++
 				logf("[%d/%d] %s, %d clients", cell, total, sc.name, clients)
 				rss := sampleRSS(b.srv.cmd.Process.Pid)
+				var bg chan loadResult
+				if sc.background != nil {
+					bg = make(chan loadResult, 1)
+					load := sc.background(b, cell, clients)
+					go func() { bg <- closedLoop(ctx, clients, b.opts.cellDur, load) }()
+				}
 				res := closedLoop(ctx, clients, b.opts.cellDur, sc.make(b, cell, clients))
+				if bg != nil {
+					if r := <-bg; r.failed > 0 {
+						logf("  background load: %d requests failed, first: %v", r.failed, r.firstErr)
+					} else {
+						logf("  background load: %.0f ops/s", r.opsPerSec())
+					}
+				}
 				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps, target: sc.target, rssMB: rss.done()}
 				if ctx.Err() != nil {
 					return ctx.Err()

@@ -33,20 +33,35 @@ type scenario struct {
 	// make returns the per-request function for one cell; cell makes
 	// request keys unique across cells.
 	make func(b *bench, cell, clients int) op
+	// background, if set, runs alongside the cell with as many clients and
+	// is not measured: the load the row is measured under.
+	background func(b *bench, cell, clients int) op
 }
 
 var scenarios = []scenario{
-	{"spread-token", "reserve 1 of 10,000 SKUs (checkout token)", "spread", target{32, 0.5}, reserveOp(spreadSKU, true)},
-	{"spread-service", "reserve 1 of 10,000 SKUs (service key)", "spread", target{32, 0.5}, reserveOp(spreadSKU, false)},
-	{"reserve-confirm", "reserve → confirm pairs (token, then service key)", "spread", target{}, reserveConfirmOp},
-	{"hot", "reserve on one hot SKU (checkout token)", "hot", target{64, 5}, reserveOp(func(b *bench) string { return b.cat.hot }, true)},
-	{"codes", "reserve a CODES SKU (checkout token)", "codes", target{32, 0.5}, reserveOp(func(b *bench) string { return b.cat.codesSKU }, true)},
-	{"availability", "availability of 20 SKUs (anonymous)", "read", target{32, 0.5}, availabilityOp},
+	{"spread-token", "reserve 1 of 10,000 SKUs (checkout token)", "spread", target{32, 0.5}, reserveOp(spreadSKU, true), nil},
+	{"spread-service", "reserve 1 of 10,000 SKUs (service key)", "spread", target{32, 0.5}, reserveOp(spreadSKU, false), nil},
+	{"reserve-confirm", "reserve → confirm pairs (token, then service key)", "spread", target{}, reserveConfirmOp, nil},
+	{"hot", "reserve on one hot SKU (checkout token)", "hot", target{64, 5}, reserveOp(func(b *bench) string { return b.cat.hot }, true), nil},
+	{"codes", "reserve a CODES SKU (checkout token)", "codes", target{32, 0.5}, reserveOp(func(b *bench) string { return b.cat.codesSKU }, true), nil},
+	{"availability", "availability of 20 SKUs (anonymous)", "read", target{32, 0.5}, availabilityOp, nil},
+	{"availability-under-load", "availability of 20 SKUs (anonymous), as many clients reserving other SKUs", "read", target{}, availabilityOp,
+		reserveOp(otherSKU, true)},
 }
 
 const holdTTL = "3600" // long enough that no hold expires while the bench runs
 
 func spreadSKU(b *bench) string { return b.cat.spread[rand.IntN(len(b.cat.spread))] }
+
+// readSKU and otherSKU split the spread SKUs in halves: storefront reads
+// take the first, the reserve load under which reads are also measured the
+// second, so that load is on other SKUs.
+func readSKU(b *bench) string { return b.cat.spread[rand.IntN(len(b.cat.spread)/2)] }
+
+func otherSKU(b *bench) string {
+	half := len(b.cat.spread) / 2
+	return b.cat.spread[half+rand.IntN(len(b.cat.spread)-half)]
+}
 
 // clientState is one load client's reusable buffers.
 type clientState struct {
@@ -152,7 +167,7 @@ func availabilityOp(b *bench, cell, clients int) op {
 				s.body = append(s.body, ',')
 			}
 			s.body = append(s.body, '"')
-			s.body = append(s.body, spreadSKU(b)...)
+			s.body = append(s.body, readSKU(b)...)
 			s.body = append(s.body, '"')
 		}
 		s.body = append(s.body, `]}}`...)
