@@ -14,28 +14,32 @@ import (
 // config is the server's whole configuration, read from the environment.
 // README.md lists every variable with its default.
 type config struct {
-	DatabaseURL       string        // DATABASE_URL (required)
-	ListenAddr        string        // LISTEN_ADDR
-	TokenSecret       []byte        // INVENTORY_TOKEN_SECRET (required to serve; >= 32 bytes)
-	CodesKey          string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
-	CodesHMACKey      string        // INVENTORY_CODES_HMAC_KEY: base64, never rotated
-	DBMaxConns        int32         // INVENTORY_DB_MAX_CONNS
-	MaxBodyBytes      int64         // INVENTORY_MAX_BODY_BYTES
-	MaxUploadBytes    int64         // INVENTORY_MAX_UPLOAD_BYTES
-	MaxComplexity     int           // INVENTORY_MAX_COMPLEXITY
-	ShutdownTimeout   time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
-	MigrateOnStart    bool          // INVENTORY_MIGRATE_ON_START
-	ReconcileInterval time.Duration // INVENTORY_RECONCILE_INTERVAL
-	SweepInterval     time.Duration // INVENTORY_SWEEP_INTERVAL
-	SweepGrace        time.Duration // INVENTORY_SWEEP_GRACE
-	JobWorkers        int           // INVENTORY_JOB_WORKERS
-	EventsRetention   time.Duration // INVENTORY_EVENTS_RETENTION
-	Events            events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
-	LogLevel          string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
-	WSKeepAlive       time.Duration // INVENTORY_WS_KEEPALIVE
-	WSInitTimeout     time.Duration // INVENTORY_WS_INIT_TIMEOUT
-	KeyCacheTTL       time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
-	PprofAddr         string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
+	DatabaseURL        string        // DATABASE_URL (required)
+	ListenAddr         string        // LISTEN_ADDR
+	TokenSecret        []byte        // INVENTORY_TOKEN_SECRET (required to serve; >= 32 bytes)
+	CodesKey           string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
+	CodesHMACKey       string        // INVENTORY_CODES_HMAC_KEY: base64, never rotated
+	DBMaxConns         int32         // INVENTORY_DB_MAX_CONNS: the request pool
+	DBJobConns         int32         // INVENTORY_DB_JOB_CONNS: River's pool
+	DBEventConns       int32         // INVENTORY_DB_EVENT_CONNS: the event relay's pool
+	DBStatementTimeout time.Duration // INVENTORY_DB_STATEMENT_TIMEOUT
+	DBLockTimeout      time.Duration // INVENTORY_DB_LOCK_TIMEOUT
+	MaxBodyBytes       int64         // INVENTORY_MAX_BODY_BYTES
+	MaxUploadBytes     int64         // INVENTORY_MAX_UPLOAD_BYTES
+	MaxComplexity      int           // INVENTORY_MAX_COMPLEXITY
+	ShutdownTimeout    time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
+	MigrateOnStart     bool          // INVENTORY_MIGRATE_ON_START
+	ReconcileInterval  time.Duration // INVENTORY_RECONCILE_INTERVAL
+	SweepInterval      time.Duration // INVENTORY_SWEEP_INTERVAL
+	SweepGrace         time.Duration // INVENTORY_SWEEP_GRACE
+	JobWorkers         int           // INVENTORY_JOB_WORKERS
+	EventsRetention    time.Duration // INVENTORY_EVENTS_RETENTION
+	Events             events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
+	LogLevel           string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
+	WSKeepAlive        time.Duration // INVENTORY_WS_KEEPALIVE
+	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
+	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -71,22 +75,25 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return d
 	}
 	cfg := config{
-		DatabaseURL:       getenv("DATABASE_URL"),
-		ListenAddr:        str("LISTEN_ADDR", ":8080"),
-		TokenSecret:       []byte(getenv("INVENTORY_TOKEN_SECRET")),
-		CodesKey:          getenv("INVENTORY_CODES_KEY"),
-		CodesHMACKey:      getenv("INVENTORY_CODES_HMAC_KEY"),
-		DBMaxConns:        int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
-		MaxBodyBytes:      num("INVENTORY_MAX_BODY_BYTES", 1<<20),
-		MaxUploadBytes:    num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
-		MaxComplexity:     int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
-		ShutdownTimeout:   dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
-		MigrateOnStart:    str("INVENTORY_MIGRATE_ON_START", "true") == "true",
-		ReconcileInterval: dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
-		SweepInterval:     dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
-		SweepGrace:        dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
-		JobWorkers:        int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
-		EventsRetention:   dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
+		DatabaseURL:        getenv("DATABASE_URL"),
+		ListenAddr:         str("LISTEN_ADDR", ":8080"),
+		TokenSecret:        []byte(getenv("INVENTORY_TOKEN_SECRET")),
+		CodesKey:           getenv("INVENTORY_CODES_KEY"),
+		CodesHMACKey:       getenv("INVENTORY_CODES_HMAC_KEY"),
+		DBMaxConns:         int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
+		DBEventConns:       int32(min(num("INVENTORY_DB_EVENT_CONNS", 4), 1000)),
+		DBStatementTimeout: dur("INVENTORY_DB_STATEMENT_TIMEOUT", 30*time.Second),
+		DBLockTimeout:      dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
+		MaxBodyBytes:       num("INVENTORY_MAX_BODY_BYTES", 1<<20),
+		MaxUploadBytes:     num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
+		MaxComplexity:      int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
+		ShutdownTimeout:    dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
+		MigrateOnStart:     str("INVENTORY_MIGRATE_ON_START", "true") == "true",
+		ReconcileInterval:  dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
+		SweepInterval:      dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
+		SweepGrace:         dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
+		JobWorkers:         int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
+		EventsRetention:    dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
 		Events: events.Config{
 			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
@@ -98,6 +105,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		KeyCacheTTL:   dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
 		PprofAddr:     getenv("INVENTORY_PPROF_ADDR"),
 	}
+	// River needs a connection per worker plus a few for its producer,
+	// leader election and maintenance.
+	cfg.DBJobConns = int32(min(num("INVENTORY_DB_JOB_CONNS", int64(cfg.JobWorkers)+5), 10_000))
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))
 	}

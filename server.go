@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-// server is a running instance: HTTP listener, River client and pool.
+// server is a running instance: HTTP listener, River client and pools.
 type server struct {
 	URL    string
 	done   chan error
@@ -90,7 +90,7 @@ type server struct {
 
 // startServer wires the whole application, starts serving on cfg.ListenAddr
 // (":0" picks a free port; URL says which) and shuts down gracefully when ctx
-// ends: stop accepting, finish in-flight requests, stop River, close the pool.
+// ends: stop accepting, finish in-flight requests, stop River, close the pools.
 func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server, error) {
 	if err := cfg.requireTokenSecret(); err != nil {
 		return nil, err
@@ -103,31 +103,35 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg)
+	db, err := openPools(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			pool.Close()
+			db.close()
 		}
 	}()
 	if cfg.MigrateOnStart {
-		if err := migrations.Up(ctx, pool, logger); err != nil {
+		if err := migrations.Up(ctx, db.api, logger); err != nil {
 			return nil, err
 		}
 	}
-	st := store.New(pool)
+	// One store per pool: what requests do, what jobs do, what the relay
+	// does, each on connections of its own.
+	st := store.New(db.api)
 	st.Keyring = keyring
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
-	broker := events.NewBroker(st, pool, cfg.Events, logger)
+	jobStore := store.New(db.jobs)
+	jobStore.Keyring = keyring
+	broker := events.NewBroker(store.New(db.events), db.events, cfg.Events, logger)
 	m := metrics.New(broker)
 	m.WatchBatching(st)
-	riverClient, err := jobs.NewClient(pool, jobs.Config{
-		Reconciler: st, Expirer: st, Sweeper: st, EventsPruner: st, EventsRetention: cfg.EventsRetention,
+	riverClient, err := jobs.NewClient(db.jobs, jobs.Config{
+		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 		OnSweep: m.SweptHolds,
@@ -139,7 +143,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}, Checkout: tokens},
-		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, pool) },
+		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, db.api) },
 		Logger:        logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
 			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout},
@@ -185,7 +189,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		defer cancel()
 		stopBroker()
 		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
-		pool.Close()
+		db.close()
 		s.done <- err
 	}()
 	logger.Info("serving", "url", s.URL)
@@ -219,32 +223,8 @@ func ready(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	return migrations.Pending(ctx, pool)
 }
 
-func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	pcfg.MaxConns = cfg.DBMaxConns
-	// JIT compilation pays off for long analytic queries; ours take
-	// microseconds, and a statement whose estimate crosses jit_above_cost
-	// (the relay's, whose scans are forced onto indexes, did) spent 100-160 ms
-	// compiling on every run. Off for this server's sessions only.
-	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
-		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	return pool, nil
-}
-
 func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := openPool(ctx, cfg, "cli", cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
