@@ -298,3 +298,24 @@ func TestSocketHousekeeping(t *testing.T) {
 		break // the server closed the connection
 	}
 }
+
+// TestSubscriptionAuthDatabaseDown: when the key cannot be looked up (the
+// key table is unreadable), the socket closes with 1013 ("try again"), not
+// 4401, so the client keeps its token; once the database answers, the same
+// key subscribes.
+func TestSubscriptionAuthDatabaseDown(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	if _, err := ts.db.Exec(t.Context(), "ALTER TABLE api_keys RENAME TO api_keys_gone"); err != nil {
+		t.Fatal(err)
+	}
+	c := dialWS(t, ts.url, ts.admin, false)
+	if code, reason := c.closeCode(5 * time.Second); code != 1013 {
+		t.Fatalf("key lookup failing: closed with %d %q, want 1013", code, reason)
+	}
+	if _, err := ts.db.Exec(t.Context(), "ALTER TABLE api_keys_gone RENAME TO api_keys"); err != nil {
+		t.Fatal(err)
+	}
+	c = dialWS(t, ts.url, ts.admin, false)
+	c.ack()
+}

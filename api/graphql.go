@@ -61,14 +61,16 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 // authenticateSocket authenticates a WebSocket on connection_init, from the
 // payload's Authorization (browsers cannot set headers on a WebSocket), else
 // the upgrade request's header. Every subscription needs a caller, so a socket
-// without a usable token is closed with 4401 at once.
+// without a usable token is closed with 4401 at once; one whose token could
+// not be checked (database down) with 1013, so the client retries with it.
 func authenticateSocket(authn *auth.Authenticator) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		actor := domain.ActorFrom(ctx)
 		if header := payload.Authorization(); header != "" {
 			var err error
 			if actor, err = authn.Authenticate(ctx, header); err != nil {
-				return transport.WithWebsocketCloseCode(ctx, socket.CloseUnauthenticated), nil, errors.New("authentication unavailable")
+				// The database did not answer: the token may be fine.
+				return transport.WithWebsocketCloseCode(ctx, socket.CloseTryAgain), nil, errors.New("authentication unavailable, try again")
 			}
 		}
 		if actor.Role == domain.RoleAnonymous {

@@ -12,10 +12,14 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 )
 
-// Close codes for refused sockets (graphql-ws conventions).
+// Close codes for refused sockets (graphql-ws conventions), and 1013 ("try
+// again later", RFC 6455's registry) when the server could not check the
+// token at all: the client should keep its token and reconnect, not
+// discard it as it would on 4401.
 const (
 	CloseUnauthenticated = 4401
 	CloseForbidden       = 4403
+	CloseTryAgain        = 1013
 )
 
 type holderKey struct{}
