@@ -34,6 +34,25 @@ type testServer struct {
 	admin    string
 	service  string
 	shutdown func() error
+	logs     syncBuffer // what the server logged, at INVENTORY_LOG_LEVEL
+}
+
+// syncBuffer is a bytes.Buffer that the server may write while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func setup(t *testing.T) *testServer {
@@ -79,7 +98,7 @@ func (ts *testServer) startInstance() (string, func() error) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, cfg, newLogger(testWriter{t}, cfg.LogLevel))
+	srv, err := startServer(ctx, cfg, newLogger(io.MultiWriter(testWriter{t}, &ts.logs), cfg.LogLevel))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func NewRouter(cfg Config) http.Handler {
 
 	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.Logger)
 	r.Group(func(r chi.Router) {
-		r.Use(cfg.Metrics.Instrument, cfg.Authenticator.Middleware, socket.Middleware)
+		r.Use(cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
 		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes)).Handle("/graphql", gql)
 	})
 	return r

@@ -46,7 +46,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	river.AddWorker(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
 		Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  cfg.Logger,
+		Logger:  slog.New(quietHandler{cfg.Logger.Handler()}),
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
