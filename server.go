@@ -143,8 +143,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
 		Authenticator: &auth.Authenticator{Keys: &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}, Checkout: tokens},
-		Ready:         func(ctx context.Context) (string, error) { return ready(ctx, db.api) },
-		Logger:        logger,
+		Ready: func(ctx context.Context) (string, error) {
+			if problem := broker.Problem(); problem != "" {
+				return problem, nil
+			}
+			return ready(ctx, db.api)
+		},
+		Logger: logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
 			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout},
 		MaxBodyBytes: cfg.MaxBodyBytes,

@@ -91,6 +91,27 @@ type Broker struct {
 	subscribers atomic.Int64 // live subscriptions, for metrics
 	stalledN    atomic.Int64 // subscriptions cut off for not reading
 	publishedN  atomic.Int64 // events this instance's relay published
+
+	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
+}
+
+// Problem says why this instance cannot serve live events right now (it has
+// not started, or reading new events fails), or "" when it can. Readiness
+// reports it, so a load balancer sends subscribers elsewhere meanwhile.
+func (b *Broker) Problem() string {
+	if p := b.problem.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (b *Broker) setProblem(err error) {
+	if err == nil {
+		b.problem.Store(nil)
+		return
+	}
+	msg := "live events unavailable: " + err.Error()
+	b.problem.Store(&msg)
 }
 
 // Subscribers is the number of live subscriptions.
@@ -109,16 +130,31 @@ func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *B
 }
 
 // Run publishes, listens and fetches until ctx ends, then ends every
-// subscription and waits for their goroutines.
+// subscription and waits for their goroutines. If it cannot start (the
+// database does not answer) it says so at ERROR, reports the Problem, and
+// tries again with backoff; subscriptions made meanwhile wait for it.
 func (b *Broker) Run(ctx context.Context) error {
-	last, err := b.store.StockEventsLatest(ctx)
-	if err != nil {
-		close(b.stopped)
+	b.setProblem(errors.New("starting"))
+	var last int64
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		var err error
+		if last, err = b.store.StockEventsLatest(ctx); err == nil {
+			break
+		}
 		if ctx.Err() != nil {
+			close(b.stopped)
 			return nil // stopped while starting
 		}
-		return fmt.Errorf("events: %w", err)
+		b.setProblem(err)
+		b.logger.ErrorContext(ctx, "events: cannot start; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			close(b.stopped)
+			return nil
+		case <-time.After(backoff):
+		}
 	}
+	b.setProblem(nil)
 	b.mu.Lock()
 	b.last = last
 	b.mu.Unlock()
@@ -140,6 +176,7 @@ func (b *Broker) Run(ctx context.Context) error {
 func (b *Broker) relay(ctx context.Context) {
 	t := time.NewTicker(b.cfg.Tick)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -150,9 +187,18 @@ func (b *Broker) relay(ctx context.Context) {
 		for {
 			n, err := b.store.StockEventsPublish(ctx, batch)
 			b.publishedN.Add(int64(n))
-			if err != nil && ctx.Err() == nil {
-				b.logger.ErrorContext(ctx, "events: publish", "err", err)
+			if ctx.Err() != nil {
+				return
 			}
+			// Said once when publishing starts failing (not every tick),
+			// and once when it works again.
+			switch {
+			case err != nil && !failing:
+				b.logger.ErrorContext(ctx, "events: publish failing; retrying every tick", "err", err)
+			case err == nil && failing:
+				b.logger.InfoContext(ctx, "events: publishing again")
+			}
+			failing = err != nil
 			if n < batch {
 				break
 			}
@@ -195,9 +241,14 @@ func (b *Broker) fetchLoop(ctx context.Context) {
 		case <-b.fetch:
 		case <-t.C:
 		}
-		if err := b.fetchNew(ctx); err != nil && ctx.Err() == nil {
+		err := b.fetchNew(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
 			b.logger.ErrorContext(ctx, "events: fetch", "err", err)
 		}
+		b.setProblem(err) // cleared by the next fetch that works (every Poll at most)
 	}
 }
 
