@@ -39,6 +39,7 @@ type config struct {
 	WSKeepAlive        time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
 	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
+	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
 	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
 }
 
@@ -104,6 +105,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		WSInitTimeout: dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
 		KeyCacheTTL:   dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
 		PprofAddr:     getenv("INVENTORY_PPROF_ADDR"),
+		MetricsAddr:   getenv("INVENTORY_METRICS_ADDR"),
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

@@ -85,7 +85,7 @@ func TestReserveLastUnitOverHTTP(t *testing.T) {
 		t.Fatalf("%d allocation failures recorded", n)
 	}
 	// On-call sees the same in /metrics.
-	code, body := httpGet(t, ts.url+"/metrics")
+	code, body := httpGetAs(t, ts.url+"/metrics", ts.admin)
 	for _, want := range []string{
 		`inventory_operations_total{operation="reserve",outcome="ok"} 1`,
 		`inventory_operations_total{operation="reserve",outcome="out_of_stock"} 49`,

@@ -156,8 +156,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Metrics:      m,
 	})
 	if cfg.PprofAddr != "" {
-		if err := servePprof(ctx, cfg.PprofAddr, logger); err != nil {
+		if err := servePrivate(ctx, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {
 			return nil, fmt.Errorf("INVENTORY_PPROF_ADDR: %w", err)
+		}
+	}
+	if cfg.MetricsAddr != "" {
+		if err := servePrivate(ctx, "metrics", cfg.MetricsAddr, m.Handler(), logger); err != nil {
+			return nil, fmt.Errorf("INVENTORY_METRICS_ADDR: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

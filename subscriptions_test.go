@@ -80,7 +80,7 @@ func TestStockChangedAcrossInstances(t *testing.T) {
 			t.Fatalf("event %d: %+v, want %+v", i, got[i], w)
 		}
 	}
-	if _, body := httpGet(t, ts.url+"/metrics"); !strings.Contains(body, "inventory_subscribers 1\n") {
+	if _, body := httpGetAs(t, ts.url+"/metrics", ts.admin); !strings.Contains(body, "inventory_subscribers 1\n") {
 		t.Fatal("/metrics on A does not count its live subscriber")
 	}
 	// The polling query agrees with the stream.

@@ -39,7 +39,9 @@ func NewRouter(cfg Config) http.Handler {
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", readyz(cfg.Ready))
-	r.Handle("/metrics", cfg.Metrics.Handler())
+	// /metrics on the public listener is for admin keys only; a scraper
+	// without one uses INVENTORY_METRICS_ADDR, a listener of its own.
+	r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/metrics", cfg.Metrics.Handler())
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 
