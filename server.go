@@ -130,11 +130,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	broker := events.NewBroker(store.New(db.events), db.events, cfg.Events, logger)
 	m := metrics.New(broker)
 	m.WatchBatching(st)
+	m.WatchOperations(st)
+	m.WatchPools(map[string]*pgxpool.Pool{"api": db.api, "jobs": db.jobs, "events": db.events})
 	riverClient, err := jobs.NewClient(db.jobs, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
-		OnSweep: m.SweptHolds,
+		OnSweep: m.SweptHolds, OnReconcile: m.Reconciled,
 	})
 	if err != nil {
 		return nil, err

@@ -94,6 +94,13 @@ func (s Scope) Allows(checkoutID string) bool {
 	return s.CheckoutID == "" || s.CheckoutID == checkoutID
 }
 
+// OperationsSnapshot is what the metrics report at every scrape for alerts.
+type OperationsSnapshot struct {
+	HeldReservations int
+	OverdueHolds     int     // held past their deadline: expiry is late
+	RelayLagSeconds  float64 // how long the oldest committed event has waited to be published
+}
+
 // InventoryHealth is what on-call looks at first.
 type InventoryHealth struct {
 	HeldReservations int

@@ -31,8 +31,11 @@ type Config struct {
 	// from its expiry job.
 	SweepGrace time.Duration
 	// OnSweep, if set, is told how many holds each sweeper pass released.
-	OnSweep    func(released int)
-	MaxWorkers int
+	OnSweep func(released int)
+	// OnReconcile, if set, is told how many issues each reconciliation
+	// pass found.
+	OnReconcile func(issues int)
+	MaxWorkers  int
 }
 
 // NewClient returns a River client with every worker registered. Start it to
@@ -40,7 +43,7 @@ type Config struct {
 func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	// AddWorker panics only on a kind registered twice: a programming error.
-	river.AddWorker(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger})
+	river.AddWorker(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger, OnReconcile: cfg.OnReconcile})
 	river.AddWorker(workers, &ExpiryWorker{Expirer: cfg.Expirer})
 	river.AddWorker(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
 	river.AddWorker(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,

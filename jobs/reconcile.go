@@ -23,6 +23,8 @@ type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
 	Reconciler domain.Reconciler
 	Logger     *slog.Logger
+	// OnReconcile, if set, is told how many issues each pass found (metrics).
+	OnReconcile func(issues int)
 }
 
 // Work runs one pass.
@@ -35,5 +37,8 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 		w.Logger.ErrorContext(ctx, "reconciliation mismatch", "kind", i.Kind, "sku", i.SKU, "location", i.Location, "detail", i.Detail)
 	}
 	w.Logger.InfoContext(ctx, "reconciliation pass", "issues", len(issues))
+	if w.OnReconcile != nil {
+		w.OnReconcile(len(issues))
+	}
 	return nil
 }

@@ -19,10 +19,11 @@ import (
 
 // Metrics holds the collectors, registered on a registry of their own.
 type Metrics struct {
-	registry    *prometheus.Registry
-	operations  *prometheus.CounterVec
-	sweptHolds  prometheus.Counter
-	httpLatency *prometheus.HistogramVec
+	registry        *prometheus.Registry
+	operations      *prometheus.CounterVec
+	sweptHolds      prometheus.Counter
+	reconcileIssues prometheus.Gauge
+	httpLatency     *prometheus.HistogramVec
 }
 
 // Live is what the event broker reports. events.Broker is one.
@@ -44,13 +45,17 @@ func New(live Live) *Metrics {
 			Name: "inventory_sweeper_released_total",
 			Help: "Overdue holds released by the sweeper instead of their expiry job; should stay 0.",
 		}),
+		reconcileIssues: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inventory_reconciliation_issues",
+			Help: "Invariants that did not hold at this instance's last reconciliation pass (the leader runs them); should stay 0.",
+		}),
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inventory_http_request_duration_seconds",
 			Help:    "HTTP request latency by status code.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"code", "method"}),
 	}
-	m.registry.MustRegister(m.operations, m.sweptHolds, m.httpLatency,
+	m.registry.MustRegister(m.operations, m.sweptHolds, m.reconcileIssues, m.httpLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if live != nil {
 		m.registry.MustRegister(
@@ -96,6 +101,9 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return promhttp.InstrumentHandlerDuration(m.httpLatency, next)
 }
+
+// Reconciled records how many issues a reconciliation pass found.
+func (m *Metrics) Reconciled(issues int) { m.reconcileIssues.Set(float64(issues)) }
 
 // SweptHolds counts holds the sweeper released.
 func (m *Metrics) SweptHolds(n int) { m.sweptHolds.Add(float64(n)) }

@@ -19,6 +19,11 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
   echo "test.sh: installing ${missing[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# promtool (Debian's prometheus package) checks the shipped alert rules.
+if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test.sh: installing prometheus (for promtool)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
 if [ ! -d testdata/node-client/node_modules ]; then
   (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
 fi

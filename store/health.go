@@ -64,3 +64,17 @@ func (s *Store) InventoryHealthGet(ctx context.Context) (domain.InventoryHealth,
 	})
 	return h, wrap("InventoryHealthGet", err)
 }
+
+// OperationsSnapshot is what an on-call engineer's alerts read at every
+// scrape, in one cheap statement: holds, holds past their deadline (expiry
+// not keeping up), and how long the oldest committed event has waited for
+// the relay (0 when none waits).
+func (s *Store) OperationsSnapshot(ctx context.Context) (domain.OperationsSnapshot, error) {
+	var o domain.OperationsSnapshot
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM reservations WHERE status = 'held'),
+		       (SELECT count(*) FROM reservations WHERE status = 'held' AND expires_at < now()),
+		       coalesce((SELECT extract(epoch FROM now() - e.at) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8`).
+		Scan(&o.HeldReservations, &o.OverdueHolds, &o.RelayLagSeconds)
+	return o, wrap("OperationsSnapshot", err)
+}
