@@ -107,9 +107,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	// aux carries what runs beside the API (River UI's background work, the
+	// private metrics and profiler listeners): it ends after HTTP drained,
+	// or at once if starting fails.
+	aux, stopAux := context.WithCancel(context.WithoutCancel(ctx))
 	ok := false
 	defer func() {
 		if !ok {
+			stopAux()
 			db.close()
 		}
 	}()
@@ -141,6 +146,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	riverUI, err := newRiverUI(aux, riverClient, logger)
+	if err != nil {
+		return nil, err
+	}
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
@@ -156,14 +165,15 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      m,
+		RiverUI:      riverUI,
 	})
 	if cfg.PprofAddr != "" {
-		if err := servePrivate(ctx, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {
+		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {
 			return nil, fmt.Errorf("INVENTORY_PPROF_ADDR: %w", err)
 		}
 	}
 	if cfg.MetricsAddr != "" {
-		if err := servePrivate(ctx, "metrics", cfg.MetricsAddr, m.Handler(), logger); err != nil {
+		if err := servePrivate(aux, "metrics", cfg.MetricsAddr, m.Handler(), logger); err != nil {
 			return nil, fmt.Errorf("INVENTORY_METRICS_ADDR: %w", err)
 		}
 	}
@@ -201,6 +211,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		defer cancel()
 		stopBroker()
 		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
+		stopAux()
 		db.close()
 		s.done <- err
 	}()

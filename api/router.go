@@ -30,6 +30,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// Metrics is served at /metrics and times /graphql.
 	Metrics *metrics.Metrics
+	// RiverUI, if set, is River's job UI, served at /riverui/ to admin keys.
+	RiverUI http.Handler
 }
 
 // NewRouter returns the server's whole HTTP surface.
@@ -42,6 +44,10 @@ func NewRouter(cfg Config) http.Handler {
 	// /metrics on the public listener is for admin keys only; a scraper
 	// without one uses INVENTORY_METRICS_ADDR, a listener of its own.
 	r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/metrics", cfg.Metrics.Handler())
+	if cfg.RiverUI != nil {
+		r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/riverui/*", cfg.RiverUI)
+		r.Get("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently).ServeHTTP)
+	}
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 
