@@ -38,6 +38,9 @@ type config struct {
 	LogLevel           string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive        time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	HTTPReadTimeout    time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
+	HTTPWriteTimeout   time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
+	HTTPIdleTimeout    time.Duration // INVENTORY_HTTP_IDLE_TIMEOUT: an idle keep-alive connection
 	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
 	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
 	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
@@ -100,12 +103,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
-		LogLevel:      str("INVENTORY_LOG_LEVEL", "info"),
-		WSKeepAlive:   dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
-		WSInitTimeout: dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
-		KeyCacheTTL:   dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
-		PprofAddr:     getenv("INVENTORY_PPROF_ADDR"),
-		MetricsAddr:   getenv("INVENTORY_METRICS_ADDR"),
+		LogLevel:         str("INVENTORY_LOG_LEVEL", "info"),
+		WSKeepAlive:      dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
+		WSInitTimeout:    dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
+		KeyCacheTTL:      dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
+		HTTPReadTimeout:  dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
+		HTTPWriteTimeout: dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
+		HTTPIdleTimeout:  dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+		PprofAddr:        getenv("INVENTORY_PPROF_ADDR"),
+		MetricsAddr:      getenv("INVENTORY_METRICS_ADDR"),
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

@@ -166,6 +166,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      m,
 		RiverUI:      riverUI,
+		Deadlines:    api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout},
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {
@@ -196,7 +197,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// Requests must not inherit the signal's cancellation: Shutdown lets the
 	// in-flight ones finish.
 	baseCtx := context.WithoutCancel(ctx)
-	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.HTTPIdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()

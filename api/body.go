@@ -3,10 +3,12 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"inventory/domain"
 )
@@ -55,8 +57,18 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if r.Method == http.MethodPost && mediaType == "application/json" {
 				body, err := io.ReadAll(r.Body)
-				if err != nil {
+				var tooLarge *http.MaxBytesError
+				switch {
+				case errors.As(err, &tooLarge):
 					writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", limit))
+					return
+				case err != nil:
+					// The client stopped sending (or the read deadline passed).
+					// The write deadline may be as near: give the refusal
+					// a moment of its own to be written.
+					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
+					w.Header().Set("Connection", "close")
+					writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
 					return
 				}
 				if !json.Valid(body) {

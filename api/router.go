@@ -32,12 +32,14 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// RiverUI, if set, is River's job UI, served at /riverui/ to admin keys.
 	RiverUI http.Handler
+	// Deadlines bound plain requests (not subscriptions).
+	Deadlines Deadlines
 }
 
 // NewRouter returns the server's whole HTTP surface.
 func NewRouter(cfg Config) http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.RealIP, middleware.Recoverer)
+	r.Use(cfg.Deadlines.middleware, middleware.RequestID, middleware.RealIP, middleware.Recoverer)
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", readyz(cfg.Ready))
