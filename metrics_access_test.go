@@ -14,18 +14,7 @@ import (
 func TestMetricsAccess(t *testing.T) {
 	t.Parallel()
 	ts := setupWith(t, map[string]string{"INVENTORY_METRICS_ADDR": "127.0.0.1:0", "INVENTORY_LOG_LEVEL": "info"})
-	for _, c := range []struct {
-		who, token string
-		want       int
-	}{{"anonymous", "", http.StatusUnauthorized}, {"service key", ts.service, http.StatusForbidden}, {"admin key", ts.admin, http.StatusOK}} {
-		code, body := httpGetAs(t, ts.url+"/metrics", c.token)
-		if code != c.want {
-			t.Errorf("%s: /metrics answered %d, want %d", c.who, code, c.want)
-		}
-		if (code == http.StatusOK) != strings.Contains(body, "inventory_sweeper_released_total") {
-			t.Errorf("%s: %d with body %.200q", c.who, code, body)
-		}
-	}
+	ts.requireAdminOnly("/metrics", "inventory_sweeper_released_total")
 	var addr string
 	waitUntil(t, 5*time.Second, "the metrics listener's address in the log", func() bool {
 		m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(ts.logs.String())
@@ -36,5 +25,24 @@ func TestMetricsAccess(t *testing.T) {
 	})
 	if code, body := httpGet(t, "http://"+addr+"/metrics"); code != http.StatusOK || !strings.Contains(body, "inventory_sweeper_released_total") {
 		t.Fatalf("metrics listener: %d %.200q", code, body)
+	}
+}
+
+// requireAdminOnly GETs path as anonymous, service and admin: 401, 403, and
+// 200 with a body containing want.
+func (ts *testServer) requireAdminOnly(path, want string) {
+	t := ts.t
+	t.Helper()
+	for _, c := range []struct {
+		who, token string
+		status     int
+	}{{"anonymous", "", http.StatusUnauthorized}, {"service key", ts.service, http.StatusForbidden}, {"admin key", ts.admin, http.StatusOK}} {
+		code, body := httpGetAs(t, ts.url+path, c.token)
+		if code != c.status {
+			t.Errorf("%s: %s answered %d, want %d", c.who, path, code, c.status)
+		}
+		if (code == http.StatusOK) != strings.Contains(body, want) {
+			t.Errorf("%s: %s answered %d with %.200q", c.who, path, code, body)
+		}
 	}
 }

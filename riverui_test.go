@@ -15,18 +15,7 @@ func TestRiverUI(t *testing.T) {
 	if _, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("cart-1", "k", "HP", 1))); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		who, token string
-		want       int
-	}{{"anonymous", "", http.StatusUnauthorized}, {"service key", ts.service, http.StatusForbidden}, {"admin key", ts.admin, http.StatusOK}} {
-		code, body := httpGetAs(t, ts.url+"/riverui/", c.token)
-		if code != c.want {
-			t.Errorf("%s: /riverui/ answered %d, want %d", c.who, code, c.want)
-		}
-		if code == http.StatusOK && !strings.Contains(body, "<html") {
-			t.Errorf("%s: /riverui/ is not the UI: %.200q", c.who, body)
-		}
-	}
+	ts.requireAdminOnly("/riverui/", "<html")
 	code, body := httpGetAs(t, ts.url+"/riverui/api/jobs?state=scheduled", ts.admin)
 	if code != http.StatusOK || !strings.Contains(body, "reservation_expiry") {
 		t.Fatalf("/riverui/api/jobs: %d %.300q", code, body)
