@@ -319,3 +319,35 @@ func TestSubscriptionAuthDatabaseDown(t *testing.T) {
 	c = dialWS(t, ts.url, ts.admin, false)
 	c.ack()
 }
+
+// TestSubscriptionEndsWithResumeHintAtShutdown: when an instance shuts down,
+// a live stockChanged subscription gets an error naming the seq to resume
+// after, not a quiet completion, so the client resubscribes elsewhere.
+func TestSubscriptionEndsWithResumeHintAtShutdown(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 1)
+	other, stop := ts.startInstance()
+	c := dialWS(t, other, ts.admin, false)
+	c.ack()
+	c.subscribe("1", stockChangedSub, map[string]any{"after": 0})
+	var e wsEvent
+	c.data("stockChanged", &e, 5*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := c.next(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the socket ended without saying why: %v", err)
+		}
+		if m.Type == "next" {
+			continue
+		}
+		if m.Type != "error" || !strings.Contains(string(m.Payload), "shutting down at seq 2") ||
+			!strings.Contains(string(m.Payload), "SUBSCRIPTION_ENDED") {
+			t.Fatalf("at shutdown the subscription got %s %s, want an error saying where to resume", m.Type, m.Payload)
+		}
+		return
+	}
+}

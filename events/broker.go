@@ -295,6 +295,20 @@ func (b *Broker) since(cursor int64, max int) ([]domain.StockEvent, bool, <-chan
 	return append([]domain.StockEvent(nil), b.recent[i:end]...), true, b.wake
 }
 
+// Stopped is why a subscription ended when the broker stopped (the server
+// is shutting down): not a completion, so the client resubscribes — to
+// another instance — from where it was. Next is the seq of the first event it
+// did not get (0 when it never started: resubscribe as before).
+type Stopped struct{ Next int64 }
+
+func (e *Stopped) Error() string {
+	if e.Next == 0 {
+		return "the server is shutting down; subscribe again"
+	}
+	return fmt.Sprintf("the server is shutting down at seq %d; "+
+		"subscribe again with after set to the last seq received", e.Next)
+}
+
 // Stalled is why a subscription whose reader stopped taking events ended.
 type Stalled struct {
 	// Next is the seq of the first event it did not get.
@@ -340,7 +354,10 @@ func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(co
 	case <-ctx.Done():
 		return nil
 	case <-b.stopped:
-		return nil
+		if after != nil {
+			return &Stopped{Next: *after + 1}
+		}
+		return &Stopped{}
 	}
 	var cursor int64
 	if after != nil {
@@ -369,7 +386,7 @@ func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(co
 			case <-ctx.Done():
 				return nil
 			case <-b.stopped:
-				return nil
+				return &Stopped{Next: cursor + 1}
 			case <-wake:
 				continue
 			}
@@ -392,7 +409,7 @@ func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(co
 					case <-ctx.Done():
 						return nil
 					case <-b.stopped:
-						return nil
+						return &Stopped{Next: e.Seq}
 					case <-stall.C:
 						return &Stalled{Next: e.Seq, Timeout: b.cfg.StallTimeout}
 					}

@@ -66,11 +66,13 @@ func TestBrokerNoGoroutineLeaks(t *testing.T) {
 		t.Fatalf("cancelled before subscribing: %v", err)
 	}
 
-	// Stop the broker: the subscriptions still running end with nil.
+	// Stop the broker: the subscriptions still running end with an error
+	// that says where to resume, not a quiet completion.
 	stop()
-	for _, s := range []*subscriber{live, filtered, unread} {
-		if err := s.waitEnded(t, time.Second); err != nil {
-			t.Fatalf("%s ended with %v when the broker stopped", s.name, err)
+	for s, next := range map[*subscriber]int64{live: n + 1, filtered: n + 1, unread: n + 1} { // unread holds 11..n in its buffer
+		var st *events.Stopped
+		if err := s.waitEnded(t, time.Second); !errors.As(err, &st) || st.Next != next {
+			t.Fatalf("%s ended with %v when the broker stopped, want *events.Stopped at seq %d", s.name, err, next)
 		}
 	}
 	for _, s := range []*subscriber{cancelled, filtered, live, failing, dead} {
@@ -84,15 +86,19 @@ func TestBrokerNoGoroutineLeaks(t *testing.T) {
 		t.Fatalf("unread subscriber recorded %d events", got)
 	}
 
-	// Subscribing to a stopped broker ends at once.
+	// Subscribing to a stopped broker ends at once, saying so.
+	// (It may deliver what it can read before it notices; Next says where
+	// the delivered ones end.)
 	late := subscribe(t, br, "after the broker stopped", &zero, passAll, 16, true)
-	if err := late.waitEnded(t, time.Second); err != nil {
-		t.Fatalf("subscribing to a stopped broker: %v", err)
-	}
+	var stopped *events.Stopped
+	err := late.waitEnded(t, time.Second)
 	late.waitClosed(t, time.Second)
+	if !errors.As(err, &stopped) || stopped.Next != int64(len(late.events()))+1 {
+		t.Fatalf("subscribing to a stopped broker: %v after %d events, want *events.Stopped at the next seq", err, len(late.events()))
+	}
 	lateLive := subscribe(t, br, "live after the broker stopped", nil, passAll, 16, true)
-	if err := lateLive.waitEnded(t, time.Second); err != nil {
-		t.Fatalf("subscribing to a stopped broker: %v", err)
+	if err := lateLive.waitEnded(t, time.Second); !errors.As(err, &stopped) {
+		t.Fatalf("subscribing to a stopped broker: %v, want *events.Stopped", err)
 	}
 	lateLive.waitClosed(t, time.Second)
 

@@ -54,9 +54,10 @@ func subscriptionEnded(ctx context.Context) func(error) {
 			return
 		}
 		var stalled *events.Stalled
+		var stopped *events.Stopped
 		var expired *domain.ErrCursorExpired
 		msg := "internal error: resubscribe with after set to the last seq received"
-		if errors.As(err, &stalled) || errors.As(err, &expired) {
+		if errors.As(err, &stalled) || errors.As(err, &stopped) || errors.As(err, &expired) {
 			msg = err.Error()
 		}
 		defer func() { _ = recover() }() // not a WebSocket: no error slot in ctx
