@@ -40,6 +40,7 @@ type config struct {
 	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
 	HTTPReadTimeout    time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
 	HTTPWriteTimeout   time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
+	RequestTimeout     time.Duration // INVENTORY_REQUEST_TIMEOUT: a plain request's whole handling
 	HTTPIdleTimeout    time.Duration // INVENTORY_HTTP_IDLE_TIMEOUT: an idle keep-alive connection
 	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
 	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
@@ -110,6 +111,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPReadTimeout:  dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
 		HTTPWriteTimeout: dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
 		HTTPIdleTimeout:  dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+		RequestTimeout:   dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
 		PprofAddr:        getenv("INVENTORY_PPROF_ADDR"),
 		MetricsAddr:      getenv("INVENTORY_METRICS_ADDR"),
 	}

@@ -49,3 +49,32 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 		t.Fatalf("event after the deadline: %+v", e)
 	}
 }
+
+// TestRequestTimeoutAbandonsWaits: a request waiting on a row lock gives up
+// after INVENTORY_REQUEST_TIMEOUT with an error that says nothing changed,
+// instead of holding its connection until the lock timeout.
+func TestRequestTimeoutAbandonsWaits(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{"INVENTORY_REQUEST_TIMEOUT": "1s"})
+	ts.seed("HP", 5)
+	tx, err := ts.db.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(t.Context()) }()
+	if _, err := tx.Exec(t.Context(), `SELECT FROM balances FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := ts.gql(ts.admin, `mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: 1, reference: "PO-9"}) { balance { onHand } } }`, nil)
+	took := time.Since(start)
+	if r.errorCode() != "INTERNAL" || !strings.Contains(r.Errors[0].Message, "took too long") || took > 5*time.Second {
+		t.Fatalf("after %v: %+v, want the request abandoned after about 1 s", took, r)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.count(`SELECT on_hand FROM balances`); n != 5 {
+		t.Fatalf("on_hand %d after an abandoned receive, want 5", n)
+	}
+}

@@ -166,7 +166,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      m,
 		RiverUI:      riverUI,
-		Deadlines:    api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout},
+		Deadlines:    api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,11 @@ import (
 type Deadlines struct {
 	Read  time.Duration // from the headers to the end of the body
 	Write time.Duration // from the headers to the end of the answer
+	// Handle ends the request's context: a request still waiting for a
+	// database connection or a lock after this long gives up (its
+	// transaction rolls back) instead of queueing behind a hot balance
+	// until the client has long gone.
+	Handle time.Duration
 }
 
 func (d Deadlines) middleware(next http.Handler) http.Handler {
@@ -29,6 +35,11 @@ func (d Deadlines) middleware(next http.Handler) http.Handler {
 			}
 			if d.Write > 0 {
 				_ = rc.SetWriteDeadline(now.Add(d.Write))
+			}
+			if d.Handle > 0 {
+				ctx, cancel := context.WithTimeout(r.Context(), d.Handle)
+				defer cancel()
+				r = r.WithContext(ctx)
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -68,6 +68,10 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			id := middleware.GetReqID(ctx)
 			logger.ErrorContext(ctx, "internal error", "request_id", id, "path", gqlErr.Path.String(), "err", cause)
 			gqlErr.Message = "internal error; request id " + id
+			if errors.Is(cause, context.DeadlineExceeded) {
+				// INVENTORY_REQUEST_TIMEOUT passed: nothing was changed.
+				gqlErr.Message = "the request took too long and was abandoned; nothing changed; request id " + id
+			}
 			gqlErr.Err = nil
 			setCode(gqlErr, CodeInternal)
 			gqlErr.Extensions["requestId"] = id

@@ -10,6 +10,7 @@ import (
 
 	"inventory/domain"
 	"inventory/events"
+	"inventory/socket"
 )
 
 // stockFilter validates stockChanged's filters and returns the event
@@ -53,11 +54,20 @@ func subscriptionEnded(ctx context.Context) func(error) {
 		if err == nil {
 			return
 		}
-		var stalled *events.Stalled
 		var stopped *events.Stopped
+		if errors.As(err, &stopped) {
+			// The instance is shutting down: over a WebSocket, close it with
+			// 1012 (service restart) and say where to resume; clients
+			// reconnect. Not a subscription error: gqlgen reads those
+			// without a lock when the connection ends, which at shutdown it
+			// may be doing at this very moment. Over SSE the stream ends.
+			socket.Close(ctx, socket.CloseServiceRestart, stopped.Error())
+			return
+		}
+		var stalled *events.Stalled
 		var expired *domain.ErrCursorExpired
 		msg := "internal error: resubscribe with after set to the last seq received"
-		if errors.As(err, &stalled) || errors.As(err, &stopped) || errors.As(err, &expired) {
+		if errors.As(err, &stalled) || errors.As(err, &expired) {
 			msg = err.Error()
 		}
 		defer func() { _ = recover() }() // not a WebSocket: no error slot in ctx

@@ -20,6 +20,9 @@ const (
 	CloseUnauthenticated = 4401
 	CloseForbidden       = 4403
 	CloseTryAgain        = 1013
+	// CloseServiceRestart (1012) ends the sockets of an instance that is
+	// shutting down: clients reconnect (to another instance) and resume.
+	CloseServiceRestart = 1012
 )
 
 type holderKey struct{}
