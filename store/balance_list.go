@@ -24,7 +24,7 @@ func (s *Store) BalanceList(ctx context.Context, after string, limit int) (domai
 	}
 	var page domain.BalancePage
 	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM stock_events`).Scan(&page.Seq); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) FROM stock_events`).Scan(&page.Seq); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `
