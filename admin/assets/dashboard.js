@@ -158,6 +158,9 @@ function connect() {
         applyEvent(msg.payload.data.stockChanged);
         break;
       case "error": resync(msg.payload); break;
+      // The server ended the stream (e.g. it is shutting down): reconnect
+      // and resume from the last seq.
+      case "complete": ws.close(); break;
     }
   };
   ws.onclose = (ev) => {
