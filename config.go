@@ -43,6 +43,7 @@ type config struct {
 	RequestTimeout     time.Duration // INVENTORY_REQUEST_TIMEOUT: a plain request's whole handling
 	HTTPIdleTimeout    time.Duration // INVENTORY_HTTP_IDLE_TIMEOUT: an idle keep-alive connection
 	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
+	AdminSessionTTL    time.Duration // INVENTORY_ADMIN_SESSION_TTL: how long an /admin sign-in lasts
 	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
 	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
 }
@@ -108,6 +109,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		WSKeepAlive:      dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
 		WSInitTimeout:    dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
 		KeyCacheTTL:      dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
+		AdminSessionTTL:  dur("INVENTORY_ADMIN_SESSION_TTL", 12*time.Hour),
 		HTTPReadTimeout:  dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
 		HTTPWriteTimeout: dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
 		HTTPIdleTimeout:  dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),

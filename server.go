@@ -150,10 +150,17 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	// One key cache for bearer keys and admin sessions: revoking a key ends
+	// both within KeyCacheTTL.
+	keys := &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}
+	sessions, err := auth.NewSessions(cfg.TokenSecret, keys, cfg.AdminSessionTTL)
+	if err != nil {
+		return nil, err
+	}
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens},
-		Authenticator: &auth.Authenticator{Keys: &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}, Checkout: tokens},
+		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},
 		Ready: func(ctx context.Context) (string, error) {
 			if problem := broker.Problem(); problem != "" {
 				return problem, nil

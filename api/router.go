@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"inventory/admin"
 	"inventory/auth"
 	"inventory/graphiql"
 	"inventory/metrics"
@@ -49,6 +50,14 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.RiverUI != nil {
 		r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/riverui/*", cfg.RiverUI)
 		r.Get("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently).ServeHTTP)
+	}
+	// The operations dashboard: the page (sign-in form unless admin), its
+	// embedded assets, and the key-for-cookie exchange.
+	if cfg.Authenticator.Sessions != nil {
+		r.With(cfg.Authenticator.Middleware).Get("/admin", admin.Page)
+		r.Get("/admin/", http.RedirectHandler("/admin", http.StatusMovedPermanently).ServeHTTP)
+		r.Handle("/admin/assets/*", http.StripPrefix("/admin/assets/", admin.Assets()))
+		r.With(cfg.Authenticator.Middleware).HandleFunc("/admin/session", admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger))
 	}
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))

@@ -18,6 +18,9 @@ type KeyLookup interface {
 type Authenticator struct {
 	Keys     KeyLookup
 	Checkout *CheckoutTokens
+	// Sessions, if set, accepts the /admin dashboard's session cookie from
+	// requests without an Authorization header.
+	Sessions *Sessions
 }
 
 // Authenticate resolves an Authorization header value ("Bearer <token>") to an
@@ -62,11 +65,30 @@ func rejected(problem string) domain.Actor {
 // one error shape. When the key store cannot be reached it answers 503.
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor, err := a.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		actor, err := a.authenticateRequest(r)
 		if err != nil {
 			http.Error(w, "authentication unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(domain.WithActor(r.Context(), actor)))
 	})
+}
+
+// authenticateRequest is Authenticate for the Authorization header, else the
+// session cookie where the request may use it (cookieMayAct); a cookie that
+// may not act leaves the request anonymous, saying why (briefly: the reason
+// also closes a WebSocket, whose close reason is at most 123 bytes).
+func (a *Authenticator) authenticateRequest(r *http.Request) (domain.Actor, error) {
+	header := r.Header.Get("Authorization")
+	if header != "" || a.Sessions == nil {
+		return a.Authenticate(r.Context(), header)
+	}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || c.Value == "" {
+		return domain.Anonymous, nil
+	}
+	if !cookieMayAct(r) {
+		return rejected("admin session cookie refused: needs the " + CSRFHeader + " header or a same-origin Origin"), nil
+	}
+	return a.Sessions.Actor(r.Context(), c.Value)
 }

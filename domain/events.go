@@ -57,3 +57,15 @@ type StockEvents interface {
 	// StockEventsAfter returns up to limit events with seq > after, in order.
 	StockEventsAfter(ctx context.Context, after int64, limit int) ([]StockEvent, error)
 }
+
+// MaxBalancesPage bounds one balances query.
+const MaxBalancesPage = 1000
+
+// BalancePage is one page of every balance, read in one snapshot with the
+// newest stock event seq, so a reader can resume events from there.
+type BalancePage struct {
+	Balances []Balance
+	// Next is the cursor for the next page, nil on the last.
+	Next *string
+	Seq  int64
+}

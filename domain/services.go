@@ -21,6 +21,9 @@ type Stock interface {
 	// PreorderSet sets a balance's expected supply; never below what is
 	// already pre-ordered against it.
 	PreorderSet(ctx context.Context, in SetPreorderInput) (Balance, error)
+	// BalanceList pages through every balance (by SKU, then location code)
+	// after an opaque cursor ("" for the first page).
+	BalanceList(ctx context.Context, after string, limit int) (BalancePage, error)
 }
 
 // Reservations is the hold lifecycle: reserve, confirm, release, extend and

@@ -87,6 +87,11 @@ type Broker struct {
 	fetch chan struct{} // a notification arrived: fetch now
 
 	subs sync.WaitGroup // running subscriptions
+	// subsMu orders Subscribe's subs.Add before Run's close of stopped, so
+	// no subscription starts while Run waits for them (a WaitGroup must not
+	// grow from zero during Wait): one that arrives while the server shuts
+	// down ends at once instead.
+	subsMu sync.Mutex
 
 	subscribers atomic.Int64 // live subscriptions, for metrics
 	stalledN    atomic.Int64 // subscriptions cut off for not reading
@@ -166,7 +171,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.fetchLoop(ctx)
 	wg.Wait()
 
+	b.subsMu.Lock()
 	close(b.stopped)
+	b.subsMu.Unlock()
 	b.subs.Wait()
 	return nil
 }
@@ -329,6 +336,20 @@ func (e *Stalled) Error() string {
 // the retained events or a read fails (done(err)). done runs before out is
 // closed; no goroutine outlives the subscription.
 func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T, done func(error)) {
+	b.subsMu.Lock()
+	defer b.subsMu.Unlock()
+	select {
+	case <-b.stopped:
+		// Shutting down: the stream ends at once, saying where to resume.
+		stopped := &Stopped{}
+		if after != nil {
+			stopped.Next = *after + 1
+		}
+		done(stopped)
+		close(out)
+		return
+	default:
+	}
 	b.subs.Add(1)
 	b.subscribers.Add(1)
 	go func() {

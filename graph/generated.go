@@ -65,6 +65,12 @@ type ComplexityRoot struct {
 		UpdatedAt     func(childComplexity int) int
 	}
 
+	BalancePage struct {
+		Balances func(childComplexity int) int
+		Next     func(childComplexity int) int
+		Seq      func(childComplexity int) int
+	}
+
 	BalancePayload struct {
 		Balance    func(childComplexity int) int
 		UserErrors func(childComplexity int) int
@@ -154,6 +160,7 @@ type ComplexityRoot struct {
 
 	Query struct {
 		Availability         func(childComplexity int, skus []string, locations []string) int
+		Balances             func(childComplexity int, first *int, after *string) int
 		CheckoutReservations func(childComplexity int, checkoutID string) int
 		InventoryHealth      func(childComplexity int) int
 		Locations            func(childComplexity int) int
@@ -266,6 +273,7 @@ type QueryResolver interface {
 	Order(ctx context.Context, ref string) (*domain.Order, error)
 	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
 	StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error)
+	Balances(ctx context.Context, first *int, after *string) (*domain.BalancePage, error)
 }
 type SubscriptionResolver interface {
 	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
@@ -394,6 +402,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Balance.UpdatedAt(childComplexity), true
+
+	case "BalancePage.balances":
+		if e.ComplexityRoot.BalancePage.Balances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalancePage.Balances(childComplexity), true
+	case "BalancePage.next":
+		if e.ComplexityRoot.BalancePage.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalancePage.Next(childComplexity), true
+	case "BalancePage.seq":
+		if e.ComplexityRoot.BalancePage.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalancePage.Seq(childComplexity), true
 
 	case "BalancePayload.balance":
 		if e.ComplexityRoot.BalancePayload.Balance == nil {
@@ -779,6 +806,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Availability(childComplexity, args["skus"].([]string), args["locations"].([]string)), true
+	case "Query.balances":
+		if e.ComplexityRoot.Query.Balances == nil {
+			break
+		}
+
+		args, err := ec.field_Query_balances_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Balances(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.checkoutReservations":
 		if e.ComplexityRoot.Query.CheckoutReservations == nil {
 			break
@@ -1359,6 +1397,17 @@ type Query {
   inventoryHealth: InventoryHealth!
   "Admin: published stock events with seq > after (default 0), ascending; first is 1..1000. For polling clients."
   stockEvents(after: Int64, first: Int = 100): [StockEvent!]!
+  "Admin: every balance, by SKU then location code, first (1..1000) at a time after the cursor of the previous page. For the /admin dashboard."
+  balances(first: Int = 500, after: String): BalancePage!
+}
+
+"One page of balances read in one snapshot."
+type BalancePage {
+  balances: [Balance!]!
+  "Pass as after for the next page; null on the last page."
+  next: String
+  "The newest stock event seq when the page was read: stockChanged(after: seq) then brings every later change."
+  seq: Int64!
 }
 
 "What changed a balance."
@@ -1714,6 +1763,18 @@ func (ec *executionContext) childFields_Balance(ctx context.Context, field graph
 		return ec.fieldContext_Balance_updatedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Balance", field.Name)
+}
+
+func (ec *executionContext) childFields_BalancePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "balances":
+		return ec.fieldContext_BalancePage_balances(ctx, field)
+	case "next":
+		return ec.fieldContext_BalancePage_next(ctx, field)
+	case "seq":
+		return ec.fieldContext_BalancePage_seq(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BalancePage", field.Name)
 }
 
 func (ec *executionContext) childFields_BalancePayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2305,6 +2366,28 @@ func (ec *executionContext) field_Query_availability_args(ctx context.Context, r
 		return nil, err
 	}
 	args["locations"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_balances_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -2902,6 +2985,84 @@ func (ec *executionContext) _Balance_updatedAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Balance_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Balance", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BalancePage_balances(ctx context.Context, field graphql.CollectedField, obj *domain.BalancePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BalancePage_balances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.Balance) graphql.Marshaler {
+			return ec.marshalNBalance2ᚕinventoryᚋdomainᚐBalanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BalancePage_balances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BalancePage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Balance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BalancePage_next(ctx context.Context, field graphql.CollectedField, obj *domain.BalancePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BalancePage_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BalancePage_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BalancePage", field, false, false, "String")
+}
+
+func (ec *executionContext) _BalancePage_seq(ctx context.Context, field graphql.CollectedField, obj *domain.BalancePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BalancePage_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BalancePage_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BalancePage", field, false, false, "Int64")
 }
 
 func (ec *executionContext) _BalancePayload_balance(ctx context.Context, field graphql.CollectedField, obj *model.BalancePayload) (ret graphql.Marshaler) {
@@ -4779,6 +4940,50 @@ func (ec *executionContext) fieldContext_Query_stockEvents(ctx context.Context, 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_stockEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_balances(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_balances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Balances(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.BalancePage) graphql.Marshaler {
+			return ec.marshalNBalancePage2ᚖinventoryᚋdomainᚐBalancePage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_balances(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BalancePage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_balances_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7946,6 +8151,49 @@ func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var balancePageImplementors = []string{"BalancePage"}
+
+func (ec *executionContext) _BalancePage(ctx context.Context, sel ast.SelectionSet, obj *domain.BalancePage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, balancePageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BalancePage")
+		case "balances":
+			out.Values[i] = ec._BalancePage_balances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._BalancePage_next(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "seq":
+			out.Values[i] = ec._BalancePage_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var balancePayloadImplementors = []string{"BalancePayload"}
 
 func (ec *executionContext) _BalancePayload(ctx context.Context, sel ast.SelectionSet, obj *model.BalancePayload) graphql.Marshaler {
@@ -8640,6 +8888,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_stockEvents(ctx, field)
+				})
+		case "balances":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_balances(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -9543,6 +9797,14 @@ func (ec *executionContext) marshalNBalance2ᚕinventoryᚋdomainᚐBalanceᚄ(c
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNBalancePage2ᚖinventoryᚋdomainᚐBalancePage(ctx context.Context, sel ast.SelectionSet, v *domain.BalancePage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BalancePage!")
+		return graphql.Null
+	}
+	return ec._BalancePage(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNBalancePayload2ᚖinventoryᚋgraphᚋmodelᚐBalancePayload(ctx context.Context, sel ast.SelectionSet, v *model.BalancePayload) graphql.Marshaler {

@@ -243,6 +243,15 @@ func (r *queryResolver) StockEvents(ctx context.Context, after *int64, first *in
 	return r.Events.StockEventsAfter(ctx, orDefault(after, 0), orDefault(first, 100))
 }
 
+// Balances is the resolver for the balances field.
+func (r *queryResolver) Balances(ctx context.Context, first *int, after *string) (*domain.BalancePage, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	page, err := r.Stock.BalanceList(ctx, deref(after), orDefault(first, 500))
+	return &page, err
+}
+
 // StockChanged is the resolver for the stockChanged field.
 func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error) {
 	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
