@@ -38,6 +38,7 @@ type config struct {
 	LogLevel           string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive        time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	HTTPHeaderTimeout  time.Duration // INVENTORY_HTTP_HEADER_TIMEOUT: a request's headers
 	HTTPReadTimeout    time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
 	HTTPWriteTimeout   time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
 	RequestTimeout     time.Duration // INVENTORY_REQUEST_TIMEOUT: a plain request's whole handling
@@ -105,17 +106,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
-		LogLevel:         str("INVENTORY_LOG_LEVEL", "info"),
-		WSKeepAlive:      dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
-		WSInitTimeout:    dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
-		KeyCacheTTL:      dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
-		AdminSessionTTL:  dur("INVENTORY_ADMIN_SESSION_TTL", 12*time.Hour),
-		HTTPReadTimeout:  dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
-		HTTPWriteTimeout: dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
-		HTTPIdleTimeout:  dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
-		RequestTimeout:   dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
-		PprofAddr:        getenv("INVENTORY_PPROF_ADDR"),
-		MetricsAddr:      getenv("INVENTORY_METRICS_ADDR"),
+		LogLevel:          str("INVENTORY_LOG_LEVEL", "info"),
+		WSKeepAlive:       dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
+		WSInitTimeout:     dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
+		KeyCacheTTL:       dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
+		AdminSessionTTL:   dur("INVENTORY_ADMIN_SESSION_TTL", 12*time.Hour),
+		HTTPHeaderTimeout: dur("INVENTORY_HTTP_HEADER_TIMEOUT", 10*time.Second),
+		HTTPReadTimeout:   dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
+		HTTPWriteTimeout:  dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
+		HTTPIdleTimeout:   dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+		RequestTimeout:    dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
+		PprofAddr:         getenv("INVENTORY_PPROF_ADDR"),
+		MetricsAddr:       getenv("INVENTORY_METRICS_ADDR"),
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

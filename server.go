@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -204,7 +203,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// Requests must not inherit the signal's cancellation: Shutdown lets the
 	// in-flight ones finish.
 	baseCtx := context.WithoutCancel(ctx)
-	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.HTTPIdleTimeout,
+	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
 	serveErr := make(chan error, 1)
