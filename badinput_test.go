@@ -103,11 +103,28 @@ func TestBadInput(t *testing.T) {
 		{"enum value", "application/json", `{"query": "mutation { createSku(input: {code: \"Z\", name: \"z\", kind: BOXES}) { sku { code } } }"}`, 422, "GRAPHQL_VALIDATION_FAILED"},
 		{"over-complex query", "application/json", overComplexQuery(), 200, "COMPLEXITY_LIMIT_EXCEEDED"},
 		{"body over the limit", "application/json", `{"query": "{ locations { code } }", "pad": "` + strings.Repeat("x", 1<<20) + `"}`, 413, "BAD_REQUEST"},
+		{"batched array", "application/json", `[{"query": "{ locations { code } }", "extensions": {"SEKRIT": 1}}]`, 400, "BAD_REQUEST"},
+		{"variables as a string", "application/json", `{"query": "query($s: [String!]!) { availability(skus: $s) { sku } }", "variables": "SEKRIT"}`, 400, "BAD_REQUEST"},
+		{"query as a number", "application/json", `{"query": 5, "variables": {"SEKRIT": 1}}`, 400, "BAD_REQUEST"},
+		// GraphQL's String coercion refuses numbers: not read as SKU "5".
+		{"number for a String variable", "application/json", `{"query": "query($s: [String!]!) { availability(skus: $s) { sku } }", "variables": {"s": 5}}`, 200, "BAD_REQUEST"},
+		{"numbers in a [String!]! variable", "application/json", `{"query": "query($s: [String!]!) { availability(skus: $s) { sku } }", "variables": {"s": ["HP-1", 5]}}`, 200, "BAD_REQUEST"},
+		{"number in an input object", "application/json", `{"query": "mutation($in: ReceiveStockInput!) { receiveStock(input: $in) { balance { onHand } } }", "variables": {"in": {"sku": 7, "location": "AMS", "quantity": 1, "reference": "r"}}}`, 200, "BAD_REQUEST"},
+		{"boolean for a String", "application/json", `{"query": "mutation($in: ReceiveStockInput!) { receiveStock(input: $in) { balance { onHand } } }", "variables": {"in": {"sku": true, "location": "AMS", "quantity": 1, "reference": "r"}}}`, 422, "GRAPHQL_VALIDATION_FAILED"},
 	}
 	for _, c := range transport {
 		r := ts.post("Bearer "+ts.admin, c.contentType, []byte(c.body))
 		if r.Status != c.status || r.errorCode() != c.code || r.Errors[0].Message == "" {
 			t.Errorf("%s: got %d %q %+v, want %d %s", c.name, r.Status, r.errorCode(), r.Errors, c.status, c.code)
+		}
+		// An error never quotes the request back (it may hold secrets).
+		for _, e := range r.Errors {
+			if strings.Contains(e.Message, "SEKRIT") || len(e.Message) > 500 {
+				t.Errorf("%s: the error echoes the request: %.200q", c.name, e.Message)
+			}
+		}
+		if len(r.Data) > 0 && string(r.Data["availability"]) != "" && string(r.Data["availability"]) != "null" {
+			t.Errorf("%s: answered with data %s", c.name, r.Data["availability"])
 		}
 	}
 

@@ -75,6 +75,13 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 					writeError(w, http.StatusBadRequest, "request body is not valid JSON")
 					return
 				}
+				// gqlgen's own decoding errors quote the whole body back
+				// (variables, tokens pasted into them and all); refuse the
+				// wrong shapes first, in words that quote nothing.
+				if msg := paramsShapeError(body); msg != "" {
+					writeError(w, http.StatusBadRequest, msg)
+					return
+				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
 			next.ServeHTTP(w, r)
@@ -107,4 +114,31 @@ func writeErrorCode(w http.ResponseWriter, status int, code, message string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"errors": []map[string]any{{"message": message, "extensions": map[string]string{"code": code}}},
 	})
+}
+
+// paramsShapeError says what is wrong with the shape of a GraphQL JSON
+// request (one object; query and operationName strings; variables and
+// extensions objects), or "" when nothing is. Batched arrays are not
+// supported.
+func paramsShapeError(body []byte) string {
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(body, &params); err != nil {
+		return "the request body must be one JSON object {\"query\": …, \"variables\": {…}}; batched arrays are not supported"
+	}
+	kinds := map[string]byte{"query": '"', "operationName": '"', "variables": '{', "extensions": '{'}
+	for field, want := range kinds {
+		v, ok := params[field]
+		v = bytes.TrimSpace(v)
+		if !ok || len(v) == 0 || string(v) == "null" {
+			continue
+		}
+		if v[0] != want {
+			kind := "a string"
+			if want == '{' {
+				kind = "an object"
+			}
+			return field + " must be " + kind
+		}
+	}
+	return ""
 }

@@ -63,7 +63,14 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		default:
 			var coded interface{ Extensions() map[string]any }
 			if errors.As(cause, &coded) {
-				return gqlErr // e.g. a complexity or input error gqlgen wrapped
+				// e.g. a complexity or input coercion error gqlgen wrapped:
+				// its own code, unless gqlgen set one.
+				for k, v := range coded.Extensions() {
+					if _, set := gqlErr.Extensions[k]; !set {
+						setExtension(gqlErr, k, v)
+					}
+				}
+				return gqlErr
 			}
 			id := middleware.GetReqID(ctx)
 			logger.ErrorContext(ctx, "internal error", "request_id", id, "path", gqlErr.Path.String(), "err", cause)
@@ -88,9 +95,11 @@ func recoverPanic(logger *slog.Logger) graphql.RecoverFunc {
 	}
 }
 
-func setCode(e *gqlerror.Error, code string) {
+func setCode(e *gqlerror.Error, code string) { setExtension(e, "code", code) }
+
+func setExtension(e *gqlerror.Error, key string, value any) {
 	if e.Extensions == nil {
 		e.Extensions = map[string]any{}
 	}
-	e.Extensions["code"] = code
+	e.Extensions[key] = value
 }

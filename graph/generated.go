@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"inventory/domain"
+	"inventory/gqlscalar"
 	"inventory/graph/model"
 	"math"
 	"strconv"
@@ -10090,14 +10091,14 @@ func (ec *executionContext) marshalNReservationPayload2ᚖinventoryᚋgraphᚋmo
 }
 
 func (ec *executionContext) unmarshalNReservationStatus2inventoryᚋdomainᚐReservationStatus(ctx context.Context, v any) (domain.ReservationStatus, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := gqlscalar.UnmarshalString(v)
 	res := unmarshalNReservationStatus2inventoryᚋdomainᚐReservationStatus[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus(ctx context.Context, sel ast.SelectionSet, v domain.ReservationStatus) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus[v])
+	res := gqlscalar.MarshalString(marshalNReservationStatus2inventoryᚋdomainᚐReservationStatus[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ReservationStatus!")
 	}
@@ -10185,14 +10186,14 @@ func (ec *executionContext) marshalNStockEvent2ᚖinventoryᚋdomainᚐStockEven
 }
 
 func (ec *executionContext) unmarshalNStockEventCause2inventoryᚋdomainᚐStockEventCause(ctx context.Context, v any) (domain.StockEventCause, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := gqlscalar.UnmarshalString(v)
 	res := unmarshalNStockEventCause2inventoryᚋdomainᚐStockEventCause[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause(ctx context.Context, sel ast.SelectionSet, v domain.StockEventCause) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause[v])
+	res := gqlscalar.MarshalString(marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "StockEventCause!")
 	}
@@ -10223,14 +10224,14 @@ var (
 )
 
 func (ec *executionContext) unmarshalNStockKind2inventoryᚋdomainᚐStockKind(ctx context.Context, v any) (domain.StockKind, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := gqlscalar.UnmarshalString(v)
 	res := unmarshalNStockKind2inventoryᚋdomainᚐStockKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNStockKind2inventoryᚋdomainᚐStockKind(ctx context.Context, sel ast.SelectionSet, v domain.StockKind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNStockKind2inventoryᚋdomainᚐStockKind[v])
+	res := gqlscalar.MarshalString(marshalNStockKind2inventoryᚋdomainᚐStockKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "StockKind!")
 	}
@@ -10249,13 +10250,13 @@ var (
 )
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
+	res, err := gqlscalar.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(v)
+	res := gqlscalar.MarshalString(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
@@ -10326,14 +10327,14 @@ func (ec *executionContext) marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUse
 }
 
 func (ec *executionContext) unmarshalNUserErrorCode2inventoryᚋdomainᚐErrorCode(ctx context.Context, v any) (domain.ErrorCode, error) {
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := gqlscalar.UnmarshalString(v)
 	res := unmarshalNUserErrorCode2inventoryᚋdomainᚐErrorCode[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNUserErrorCode2inventoryᚋdomainᚐErrorCode(ctx context.Context, sel ast.SelectionSet, v domain.ErrorCode) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNUserErrorCode2inventoryᚋdomainᚐErrorCode[v])
+	res := gqlscalar.MarshalString(marshalNUserErrorCode2inventoryᚋdomainᚐErrorCode[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "UserErrorCode!")
 	}
@@ -10651,7 +10652,7 @@ func (ec *executionContext) unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐRele
 	if v == nil {
 		return nil, nil
 	}
-	tmp, err := graphql.UnmarshalString(v)
+	tmp, err := gqlscalar.UnmarshalString(v)
 	res := unmarshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -10662,7 +10663,7 @@ func (ec *executionContext) marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleas
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason[*v])
+	res := gqlscalar.MarshalString(marshalOReleaseReason2ᚖinventoryᚋdomainᚐReleaseReason[*v])
 	return res
 }
 
@@ -10698,14 +10699,14 @@ func (ec *executionContext) marshalOSku2ᚖinventoryᚋdomainᚐSKU(ctx context.
 }
 
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
+	res, err := gqlscalar.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(v)
+	res := gqlscalar.MarshalString(v)
 	return res
 }
 
@@ -10748,7 +10749,7 @@ func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v an
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalString(v)
+	res, err := gqlscalar.UnmarshalString(v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -10758,7 +10759,7 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(*v)
+	res := gqlscalar.MarshalString(*v)
 	return res
 }
 
