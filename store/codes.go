@@ -102,8 +102,8 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 			if err != nil {
 				return err
 			}
-			if b.Preordered > 0 {
-				if batch.PreordersFilled, err = allocatePreorders(ctx, tx, k); err != nil {
+			if b.PendingSupply > 0 {
+				if batch.PreordersFilled, err = supplyArrived(ctx, tx, k, batch.Inserted); err != nil {
 					return err
 				}
 			}

@@ -163,6 +163,10 @@ func TestPreorderCodes(t *testing.T) {
 	if batch := b.codesImport(t, "PG", "P1", "B-3", "PRE-0004"); batch.PreordersFilled != 0 || batch.Inserted != 1 {
 		t.Fatalf("import B-3: %+v", batch)
 	}
+	// Three were expected: C's filled one, the spare arrived as stock, so one
+	// is still expected. Then the supplier announces two in all.
+	b.requireFullBalance(t, "PG", "P1", fullBalance{OnHand: 1, PendingSupply: 1}, "one code in stock, one expected")
+	b.preorderSet(t, "PG", "P1", 2)
 	b.requireFullBalance(t, "PG", "P1", fullBalance{OnHand: 1, PendingSupply: 2}, "one code in stock, two expected")
 
 	// Beyond stock plus pre-order capacity (1 + 2): OUT_OF_STOCK naming the

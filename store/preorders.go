@@ -32,6 +32,33 @@ func (s *Store) PreorderSet(ctx context.Context, in domain.SetPreorderInput) (do
 	return b, wrap("PreorderSet", err)
 }
 
+// supplyArrived is what a delivery (a receive, a code import) of arrived
+// units does beyond adding them to on_hand: it fills waiting pre-orders
+// (each allocation lowers pending_supply with preordered), then lowers
+// pending_supply by the rest of what arrived, down to what is still owed to
+// waiting pre-orders. Expected supply that has arrived is stock, not a
+// promise any more: counted as both, it let new pre-orders be sold against
+// units that would never come. It returns how many units went to
+// pre-orders. The caller holds the balance row lock.
+func supplyArrived(ctx context.Context, tx pgx.Tx, k balanceKey, arrived int) (int, error) {
+	filled, err := allocatePreorders(ctx, tx, k)
+	if err != nil || arrived <= filled {
+		return filled, err
+	}
+	var uncommitted int // expected supply no pre-order is waiting for
+	if err := tx.QueryRow(ctx, `SELECT pending_supply - preordered FROM balances WHERE sku_id = $1 AND location_id = $2`,
+		k.skuID, k.locationID).Scan(&uncommitted); err != nil {
+		return filled, err
+	}
+	if lower := min(arrived-filled, uncommitted); lower > 0 {
+		if _, err := applyMovement(ctx, tx, k, movement{pendingSupply: -lower, cause: "preorder_set",
+			reason: "supply arrived"}); err != nil {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
 // allocatePreorders gives a balance's available stock to its confirmed,
 // still-pending pre-order lines, oldest order line first, and returns how many
 // units it allocated. For CODES SKUs the oldest available codes are sold to

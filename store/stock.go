@@ -20,10 +20,13 @@ func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (
 	}
 	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
 		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
-		if err != nil {
+		if err != nil || out.PendingSupply == 0 {
 			return out, err
 		}
-		return fillPreorders(ctx, tx, k, out)
+		if _, err := supplyArrived(ctx, tx, k, in.Quantity); err != nil {
+			return out, err
+		}
+		return readBalance(ctx, tx, k)
 	})
 	return b, wrap("StockReceive", err)
 }
