@@ -94,6 +94,18 @@ func (s Scope) Allows(checkoutID string) bool {
 	return s.CheckoutID == "" || s.CheckoutID == checkoutID
 }
 
+// ReservationPage is one page of a checkout's reservations, newest first:
+// First of them (1..MaxReservationPage), after the one with id After (nil:
+// from the newest). A checkout's list grows without bound, so it is read in
+// pages.
+type ReservationPage struct {
+	First int
+	After *string
+}
+
+// MaxReservationPage bounds one page of a checkout's reservations.
+const MaxReservationPage = 100
+
 // OperationsSnapshot is what the metrics report at every scrape for alerts.
 type OperationsSnapshot struct {
 	HeldReservations int

@@ -41,7 +41,7 @@ type Reservations interface {
 	// ReservationGetByID returns nil, nil when the reservation does not exist
 	// or is outside scope.
 	ReservationGetByID(ctx context.Context, scope Scope, id string) (*Reservation, error)
-	ReservationListByCheckout(ctx context.Context, checkoutID string) ([]Reservation, error)
+	ReservationListByCheckout(ctx context.Context, checkoutID string, page ReservationPage) ([]Reservation, error)
 	// OrderGetByRef returns nil, nil when the order does not exist or is
 	// outside scope.
 	OrderGetByRef(ctx context.Context, scope Scope, ref string) (*Order, error)

@@ -162,7 +162,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Availability         func(childComplexity int, skus []string, locations []string) int
 		Balances             func(childComplexity int, first *int, after *string) int
-		CheckoutReservations func(childComplexity int, checkoutID string) int
+		CheckoutReservations func(childComplexity int, checkoutID string, first *int, after *string) int
 		InventoryHealth      func(childComplexity int) int
 		Locations            func(childComplexity int) int
 		Order                func(childComplexity int, ref string) int
@@ -270,7 +270,7 @@ type QueryResolver interface {
 	Locations(ctx context.Context) ([]domain.Location, error)
 	Reconciliation(ctx context.Context) ([]domain.ReconciliationIssue, error)
 	Reservation(ctx context.Context, id string) (*domain.Reservation, error)
-	CheckoutReservations(ctx context.Context, checkoutID string) ([]domain.Reservation, error)
+	CheckoutReservations(ctx context.Context, checkoutID string, first *int, after *string) ([]domain.Reservation, error)
 	Order(ctx context.Context, ref string) (*domain.Order, error)
 	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
 	StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error)
@@ -828,7 +828,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.CheckoutReservations(childComplexity, args["checkoutId"].(string)), true
+		return e.ComplexityRoot.Query.CheckoutReservations(childComplexity, args["checkoutId"].(string), args["first"].(*int), args["after"].(*string)), true
 
 	case "Query.inventoryHealth":
 		if e.ComplexityRoot.Query.InventoryHealth == nil {
@@ -1390,8 +1390,12 @@ type Query {
   reconciliation: [ReconciliationIssue!]!
   "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
   reservation(id: ID!): Reservation
-  "Owner checkout, service or admin: the checkout's reservations, newest first."
-  checkoutReservations(checkoutId: String!): [Reservation!]!
+  """
+  Owner checkout, service or admin: the checkout's reservations, newest first,
+  first at a time (1..100); pass the id of the last one received as after for
+  the next page.
+  """
+  checkoutReservations(checkoutId: String!, first: Int = 50, after: ID): [Reservation!]!
   "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
   order(ref: String!): Order
   "Admin: holds, overdue holds, allocation failures and the last sweeper pass."
@@ -2403,6 +2407,22 @@ func (ec *executionContext) field_Query_checkoutReservations_args(ctx context.Co
 		return nil, err
 	}
 	args["checkoutId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
 	return args, nil
 }
 
@@ -4793,7 +4813,7 @@ func (ec *executionContext) _Query_checkoutReservations(ctx context.Context, fie
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().CheckoutReservations(ctx, fc.Args["checkoutId"].(string))
+			return ec.Resolvers.Query().CheckoutReservations(ctx, fc.Args["checkoutId"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []domain.Reservation) graphql.Marshaler {

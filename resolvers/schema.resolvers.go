@@ -210,11 +210,15 @@ func (r *queryResolver) Reservation(ctx context.Context, id string) (*domain.Res
 }
 
 // CheckoutReservations is the resolver for the checkoutReservations field.
-func (r *queryResolver) CheckoutReservations(ctx context.Context, checkoutID string) ([]domain.Reservation, error) {
+func (r *queryResolver) CheckoutReservations(ctx context.Context, checkoutID string, first *int, after *string) ([]domain.Reservation, error) {
 	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
 		return nil, err
 	}
-	return r.Reservations.ReservationListByCheckout(ctx, checkoutID)
+	page := domain.ReservationPage{First: 50, After: after}
+	if first != nil {
+		page.First = *first
+	}
+	return r.Reservations.ReservationListByCheckout(ctx, checkoutID, page)
 }
 
 // Order is the resolver for the order field.

@@ -152,14 +152,40 @@ func (s *Store) ReservationGetByID(ctx context.Context, scope domain.Scope, id s
 	return out, wrap("ReservationGetByID", err)
 }
 
-// ReservationListByCheckout returns a checkout's reservations, newest first.
-func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string) ([]domain.Reservation, error) {
+// ReservationListByCheckout returns one page of a checkout's reservations,
+// newest first (keyset on created_at, id, so pages neither skip nor repeat
+// rows while new ones arrive). A cursor that names no reservation of this
+// checkout is refused.
+func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string, page domain.ReservationPage) ([]domain.Reservation, error) {
 	if err := domain.CheckIdentifier([]string{"checkoutId"}, checkoutID); err != nil {
 		return nil, domain.Limitf("%s", err.(*domain.Error).Message)
 	}
+	if page.First < 1 || page.First > domain.MaxReservationPage {
+		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxReservationPage)
+	}
+	if page.After != nil && uuid.Validate(*page.After) != nil {
+		return nil, domain.Limitf("after is not a reservation id")
+	}
 	var out []domain.Reservation
 	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.checkout_id = $1 ORDER BY r.created_at DESC, r.id`, checkoutID)
+		var rows pgx.Rows
+		var err error
+		if page.After == nil {
+			rows, err = tx.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.checkout_id = $1
+				ORDER BY r.created_at DESC, r.id DESC LIMIT $2`, checkoutID, page.First)
+		} else {
+			var found bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM reservations WHERE id = $1 AND checkout_id = $2)`,
+				*page.After, checkoutID).Scan(&found); err != nil {
+				return err
+			}
+			if !found {
+				return domain.Limitf("after names no reservation of this checkout")
+			}
+			rows, err = tx.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r
+				WHERE r.checkout_id = $1 AND (r.created_at, r.id) < (SELECT created_at, id FROM reservations WHERE id = $3)
+				ORDER BY r.created_at DESC, r.id DESC LIMIT $2`, checkoutID, page.First, *page.After)
+		}
 		if err != nil {
 			return err
 		}
@@ -168,6 +194,9 @@ func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string
 		}
 		return loadDetails(ctx, tx, out)
 	})
+	if _, ok := err.(*domain.LimitError); ok {
+		return nil, err
+	}
 	return out, wrap("ReservationListByCheckout", err)
 }
 

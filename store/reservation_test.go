@@ -79,7 +79,7 @@ func TestReservationLifecycle(t *testing.T) {
 	if err != nil || order == nil || order.CheckoutID != "cart-1" {
 		t.Fatalf("own order: %+v %v", order, err)
 	}
-	list, err := b.store.ReservationListByCheckout(b.ctx, "cart-1")
+	list, err := b.store.ReservationListByCheckout(b.ctx, "cart-1", domain.ReservationPage{First: 50})
 	if err != nil || len(list) != 2 || list[0].ID != r2.ID {
 		t.Fatalf("list: %+v %v", list, err)
 	}
