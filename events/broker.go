@@ -178,6 +178,17 @@ func (b *Broker) Run(ctx context.Context) error {
 	return nil
 }
 
+// stepTimeout bounds one publish or fetch, waiting for a connection of the
+// events pool included, so a stuck step fails (and is retried, and reported
+// by readiness) instead of stopping live events silently.
+const stepTimeout = 10 * time.Second
+
+func (b *Broker) publishOnce(ctx context.Context, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	return b.store.StockEventsPublish(ctx, limit)
+}
+
 // relay publishes committed events every tick. Every instance tries; the
 // store's advisory lock lets one at a time do it.
 func (b *Broker) relay(ctx context.Context) {
@@ -192,7 +203,7 @@ func (b *Broker) relay(ctx context.Context) {
 		}
 		const batch = 5000
 		for {
-			n, err := b.store.StockEventsPublish(ctx, batch)
+			n, err := b.publishOnce(ctx, batch)
 			b.publishedN.Add(int64(n))
 			if ctx.Err() != nil {
 				return
@@ -248,7 +259,9 @@ func (b *Broker) fetchLoop(ctx context.Context) {
 		case <-b.fetch:
 		case <-t.C:
 		}
-		err := b.fetchNew(ctx)
+		fetchCtx, cancel := context.WithTimeout(ctx, stepTimeout)
+		err := b.fetchNew(fetchCtx)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
