@@ -71,13 +71,10 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 					writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
 					return
 				}
-				if !json.Valid(body) {
-					writeError(w, http.StatusBadRequest, "request body is not valid JSON")
-					return
-				}
 				// gqlgen's own decoding errors quote the whole body back
-				// (variables, tokens pasted into them and all); refuse the
-				// wrong shapes first, in words that quote nothing.
+				// (variables, tokens pasted into them and all); refuse
+				// malformed JSON and wrong shapes first, in words that quote
+				// nothing.
 				if msg := paramsShapeError(body); msg != "" {
 					writeError(w, http.StatusBadRequest, msg)
 					return
@@ -116,13 +113,16 @@ func writeErrorCode(w http.ResponseWriter, status int, code, message string) {
 	})
 }
 
-// paramsShapeError says what is wrong with the shape of a GraphQL JSON
-// request (one object; query and operationName strings; variables and
-// extensions objects), or "" when nothing is. Batched arrays are not
-// supported.
+// paramsShapeError says what is wrong with a GraphQL JSON request: not JSON
+// at all, or not its shape (one object; query and operationName strings;
+// variables and extensions objects); "" when nothing is. Batched arrays are
+// not supported. One decoding checks both.
 func paramsShapeError(body []byte) string {
 	var params map[string]json.RawMessage
-	if err := json.Unmarshal(body, &params); err != nil {
+	var syntax *json.SyntaxError
+	if err := json.Unmarshal(body, &params); errors.As(err, &syntax) {
+		return "request body is not valid JSON"
+	} else if err != nil {
 		return "the request body must be one JSON object {\"query\": …, \"variables\": {…}}; batched arrays are not supported"
 	}
 	kinds := map[string]byte{"query": '"', "operationName": '"', "variables": '{', "extensions": '{'}
