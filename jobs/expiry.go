@@ -15,7 +15,7 @@ import (
 // Expirer expires one hold when due, and every hold due, in sets.
 // store.Store is one.
 type Expirer interface {
-	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, err error)
+	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error)
 	ReservationExpireDue(ctx context.Context, limit int) (int, error)
 }
 
@@ -25,9 +25,10 @@ type Expirer interface {
 //
 // When many holds fall due together (a flash sale's abandoned carts), one job
 // per hold would end them one transaction at a time. So every job, once its
-// own hold is settled, also ends every other hold already due, SetSize per
-// transaction, until none is left: the first jobs of a storm end all of it,
-// and the remaining jobs find their hold ended and finish at once. The ledger
+// own hold is expired by it, also ends every other hold already due, SetSize
+// per transaction, until none is left: the first jobs of a storm end all of
+// it, and the remaining jobs find their hold ended and finish at once,
+// without a set transaction of their own. The ledger
 // says which path ended each hold: actor system:expiry-job for a hold's own
 // job, system:expiry-set for a set, system:sweeper for the backstop.
 type ExpiryWorker struct {
@@ -40,12 +41,18 @@ type ExpiryWorker struct {
 // Work expires the hold or snoozes until its deadline, then ends whatever
 // else is due.
 func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[store.ReservationExpiryArgs]) error {
-	notBefore, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
+	notBefore, expired, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
 	if err != nil {
 		return fmt.Errorf("expire %s: %w", job.Args.ReservationID, err)
 	}
 	if notBefore != nil {
 		return river.JobSnooze(max(time.Until(*notBefore), 0) + 10*time.Millisecond)
+	}
+	if !expired {
+		// The hold had already ended (confirmed, released, or expired by
+		// a set): whoever ended it by a set is ending the rest, so this job
+		// adds no transaction of its own to a storm.
+		return nil
 	}
 	size := w.SetSize
 	if size <= 0 {

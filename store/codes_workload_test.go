@@ -250,7 +250,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			notBefore, err := b.store.ReservationExpire(b.ctx, r.id)
+			notBefore, _, err := b.store.ReservationExpire(b.ctx, r.id)
 			if err != nil {
 				return "", fmt.Errorf("expire %s: %v", r.id, err)
 			}
@@ -372,7 +372,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range due {
-		if notBefore, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
+		if notBefore, _, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
 			t.Fatalf("expire due %s: %v %v", id, notBefore, err)
 		}
 		w.tell(id, "expired")

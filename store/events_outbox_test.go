@@ -125,7 +125,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	b.evtStep(t, "reserve F", reserve(&resF, "cart-f", at("EQ", "EL", 2)), held(&resF, "cart-f")("EQ", "EL", "reserved", 6, 5))
 	overdue(&resD)
 	b.evtStep(t, "expire D (its job)", func() error {
-		notBefore, err := b.store.ReservationExpire(b.ctx, resD.ID)
+		notBefore, _, err := b.store.ReservationExpire(b.ctx, resD.ID)
 		if err == nil && notBefore != nil {
 			t.Fatalf("ReservationExpire of an overdue hold snoozed until %v", notBefore)
 		}
@@ -275,7 +275,7 @@ func TestStockEventsRefusedCallsWriteNone(t *testing.T) {
 		return err
 	})
 	b.evtRefused(t, "expiry job before the deadline", "", func() error {
-		notBefore, err := b.store.ReservationExpire(b.ctx, held.ID)
+		notBefore, _, err := b.store.ReservationExpire(b.ctx, held.ID)
 		if err == nil && notBefore == nil {
 			t.Fatal("ReservationExpire of a hold that is not due did not snooze")
 		}

@@ -30,13 +30,14 @@ func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, id string, at tim
 	return nil
 }
 
-// ReservationExpire expires a hold if it is still held and due. If it is held
-// but not yet due (the hold was extended), it returns the new deadline and the
-// caller runs again then. Any other state means the hold already ended, which
-// is not an error: the job's work is done.
-func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, err error) {
+// ReservationExpire expires a hold if it is still held and due (expired
+// says it did). If it is held but not yet due (the hold was extended), it
+// returns the new deadline and the caller runs again then. Any other state
+// means the hold already ended, which is not an error: the job's work is
+// done.
+func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		notBefore = nil
+		notBefore, expired = nil, false
 		var status string
 		var expiresAt time.Time
 		err := tx.QueryRow(ctx, `SELECT status, expires_at FROM reservations WHERE id = $1 FOR NO KEY UPDATE`, id).
@@ -52,9 +53,10 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 			notBefore = &expiresAt
 			return nil
 		}
+		expired = true
 		return endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
 	})
-	return notBefore, wrap("ReservationExpire", err)
+	return notBefore, expired, wrap("ReservationExpire", err)
 }
 
 // ReservationExpireDue expires up to limit holds that are due now, whichever

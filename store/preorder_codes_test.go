@@ -147,7 +147,7 @@ func TestPreorderCodes(t *testing.T) {
 	requirePreorderLine(t, e, 2, 2)
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 3}, "E held")
 	time.Sleep(time.Until(e.ExpiresAt) + 20*time.Millisecond)
-	if notBefore, err := b.store.ReservationExpire(b.ctx, e.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.store.ReservationExpire(b.ctx, e.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire E: %v %v", notBefore, err)
 	}
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 1}, "E expired")

@@ -155,7 +155,7 @@ func TestReservationDeadlines(t *testing.T) {
 	// Expiring a hold that is not yet due changes nothing and says when to
 	// come back.
 	before := b.state(t)
-	notBefore, err := b.store.ReservationExpire(b.ctx, live.ID)
+	notBefore, _, err := b.store.ReservationExpire(b.ctx, live.ID)
 	if err != nil || notBefore == nil || !notBefore.Equal(live.ExpiresAt) {
 		t.Fatalf("expire before due: %v %v, want %s", notBefore, err, live.ExpiresAt)
 	}
@@ -219,7 +219,7 @@ func TestReservationDeadlines(t *testing.T) {
 
 	// The expiry job ends a due hold; releasing it afterwards answers it as
 	// it is, EXPIRED, without error; confirming it is RESERVATION_EXPIRED.
-	if notBefore, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire when due: %v %v", notBefore, err)
 	}
 	before = b.state(t)
@@ -231,7 +231,7 @@ func TestReservationDeadlines(t *testing.T) {
 	requireCode(t, err, domain.CodeReservationExpired)
 	_, err = b.store.ReservationExtend(b.ctx, scope, domain.ExtendInput{ID: dueExpire.ID, TTLSeconds: 60})
 	requireCode(t, err, domain.CodeReservationExpired)
-	if notBefore, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire again: %v %v", notBefore, err)
 	}
 	b.requireUnchanged(t, before, "transitions of an expired hold")
@@ -244,7 +244,7 @@ func TestReservationDeadlines(t *testing.T) {
 	before = b.state(t)
 	_, err = b.store.ReservationRelease(b.ctx, scope, domain.ReleaseInput{ID: live.ID, Reason: domain.ReasonPaymentFailed})
 	requireCode(t, err, domain.CodeInvalidTransition)
-	if notBefore, err := b.store.ReservationExpire(b.ctx, live.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.store.ReservationExpire(b.ctx, live.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire a confirmed hold: %v %v", notBefore, err)
 	}
 	b.requireUnchanged(t, before, "release and expire after confirm")
@@ -257,7 +257,7 @@ func TestReservationDeadlines(t *testing.T) {
 		t.Fatalf("on_hand %d reserved %d, want 98 and 2", on, rsv)
 	}
 	for _, id := range []string{dueConfirm.ID, dueExtend.ID} {
-		if notBefore, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
+		if notBefore, _, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
 			t.Fatalf("expire %s: %v %v", id, notBefore, err)
 		}
 		if s, _ := b.statusOf(id); s != "expired" {

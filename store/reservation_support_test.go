@@ -99,7 +99,7 @@ func isCode(err error, code domain.ErrorCode) bool {
 // deadline (plus the worker's 10 ms) and run again.
 func (b *testBundle) expireLikeWorker(ctx context.Context, id string) (snoozes int, err error) {
 	for {
-		notBefore, err := b.store.ReservationExpire(ctx, id)
+		notBefore, _, err := b.store.ReservationExpire(ctx, id)
 		if err != nil || notBefore == nil {
 			return snoozes, err
 		}

@@ -199,7 +199,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			notBefore, err := b.store.ReservationExpire(b.ctx, r.id)
+			notBefore, _, err := b.store.ReservationExpire(b.ctx, r.id)
 			if err != nil {
 				return "", fmt.Errorf("expire %s: %v", r.id, err)
 			}
