@@ -33,6 +33,7 @@ type config struct {
 	SweepInterval      time.Duration // INVENTORY_SWEEP_INTERVAL
 	SweepGrace         time.Duration // INVENTORY_SWEEP_GRACE
 	JobWorkers         int           // INVENTORY_JOB_WORKERS
+	RunJobs            bool          // INVENTORY_RUN_JOBS: false serves the API without working River jobs (they wait for an instance that does)
 	EventsRetention    time.Duration // INVENTORY_EVENTS_RETENTION
 	Events             events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
 	LogLevel           string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
@@ -100,6 +101,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SweepInterval:      dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
 		SweepGrace:         dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
 		JobWorkers:         int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
+		RunJobs:            str("INVENTORY_RUN_JOBS", "true") == "true",
 		EventsRetention:    dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
 		Events: events.Config{
 			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),

@@ -190,9 +190,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	// River runs on its own context so that shutdown can stop it after HTTP
 	// has drained, not at the same moment as the signal.
-	if err := riverClient.Start(context.WithoutCancel(ctx)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("start river: %w", err)
+	// An instance with INVENTORY_RUN_JOBS=false still inserts jobs (expiry of
+	// its holds); other instances work them.
+	if cfg.RunJobs {
+		if err := riverClient.Start(context.WithoutCancel(ctx)); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("start river: %w", err)
+		}
 	}
 	ok = true
 	// The broker stops first at shutdown, so live subscriptions end (and
@@ -218,7 +222,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
 		stopBroker()
-		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient))
+		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient, cfg.RunJobs))
 		stopAux()
 		db.close()
 		s.done <- err
@@ -231,7 +235,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 // clean shutdown.
 func (s *server) Wait() error { return <-s.done }
 
-func stopRiver(ctx context.Context, c *river.Client[pgx.Tx]) error {
+func stopRiver(ctx context.Context, c *river.Client[pgx.Tx], started bool) error {
+	if !started {
+		return nil
+	}
 	if err := c.Stop(ctx); err != nil {
 		return fmt.Errorf("stop river: %w", err)
 	}
