@@ -8,6 +8,7 @@ import (
 
 	"inventory/auth"
 	"inventory/codecrypt"
+	"inventory/domain"
 	"inventory/events"
 )
 
@@ -48,6 +49,12 @@ type config struct {
 	AdminSessionTTL    time.Duration // INVENTORY_ADMIN_SESSION_TTL: how long an /admin sign-in lasts
 	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
 	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
+	// FairUse: INVENTORY_CHECKOUT_MAX_HOLD_TTL, INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME,
+	// INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU, INVENTORY_CHECKOUT_MAX_LIVE_HOLDS.
+	FairUse domain.FairUse
+	// CheckoutTokenMaxTTL is INVENTORY_CHECKOUT_TOKEN_MAX_TTL: the longest
+	// checkout token issueCheckoutToken mints.
+	CheckoutTokenMaxTTL time.Duration
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -120,6 +127,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 		RequestTimeout:    dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
 		PprofAddr:         getenv("INVENTORY_PPROF_ADDR"),
 		MetricsAddr:       getenv("INVENTORY_METRICS_ADDR"),
+	}
+	def := domain.DefaultFairUse
+	secs := func(d time.Duration) int { return int(d / time.Second) }
+	cfg.FairUse = domain.FairUse{
+		MaxHoldTTL:      secs(dur("INVENTORY_CHECKOUT_MAX_HOLD_TTL", time.Duration(def.MaxHoldTTL)*time.Second)),
+		MaxHoldLifetime: secs(dur("INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME", time.Duration(def.MaxHoldLifetime)*time.Second)),
+		MaxUnitsPerSKU:  int(min(num("INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU", int64(def.MaxUnitsPerSKU)), domain.MaxQuantity)),
+		MaxLiveHolds:    int(min(num("INVENTORY_CHECKOUT_MAX_LIVE_HOLDS", int64(def.MaxLiveHolds)), 1_000_000)),
+	}
+	cfg.CheckoutTokenMaxTTL = dur("INVENTORY_CHECKOUT_TOKEN_MAX_TTL", 2*time.Hour)
+	for name, d := range map[string]int{"INVENTORY_CHECKOUT_MAX_HOLD_TTL": cfg.FairUse.MaxHoldTTL,
+		"INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME": cfg.FairUse.MaxHoldLifetime, "INVENTORY_CHECKOUT_TOKEN_MAX_TTL": secs(cfg.CheckoutTokenMaxTTL)} {
+		if d > domain.MaxHoldTTL || (d < 1 && getenv(name) != "") {
+			errs = append(errs, fmt.Errorf("%s must be between 1s and 24h, got %q", name, getenv(name)))
+		}
+	}
+	if cfg.FairUse.MaxHoldTTL > cfg.FairUse.MaxHoldLifetime {
+		errs = append(errs, errors.New("INVENTORY_CHECKOUT_MAX_HOLD_TTL must not be longer than INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME"))
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -98,6 +99,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	tokens.MaxTTL = int(cfg.CheckoutTokenMaxTTL / time.Second)
 	keyring, err := cfg.keyring()
 	if err != nil {
 		return nil, err
@@ -158,7 +160,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
-			Events: st, Broker: broker, Tokens: tokens},
+			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse},
 		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},
 		Ready: func(ctx context.Context) (string, error) {
 			if problem := broker.Problem(); problem != "" {

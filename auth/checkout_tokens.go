@@ -23,6 +23,9 @@ const (
 // checkoutId, short-lived, and verifiable by every instance that shares the
 // secret without a database round trip.
 type CheckoutTokens struct {
+	// MaxTTL is the longest lifetime Issue grants, in seconds: how long a
+	// leaked token stays useful. Zero means domain.MaxCheckoutTokenTTL.
+	MaxTTL int
 	secret []byte
 	now    func() time.Time
 }
@@ -52,6 +55,10 @@ func (c *CheckoutTokens) Issue(checkoutID string, ttlSeconds *int) (string, time
 	}
 	if ttl < 1 || ttl > domain.MaxCheckoutTokenTTL {
 		return "", time.Time{}, domain.InvalidInput([]string{"ttlSeconds"}, "ttlSeconds must be between 1 and %d", domain.MaxCheckoutTokenTTL)
+	}
+	if c.MaxTTL > 0 && ttl > c.MaxTTL {
+		return "", time.Time{}, &domain.Error{Code: domain.CodeLimitExceeded, Field: []string{"ttlSeconds"},
+			Message: fmt.Sprintf("a checkout token lives at most %d seconds (INVENTORY_CHECKOUT_TOKEN_MAX_TTL), got %d", c.MaxTTL, ttl)}
 	}
 	now := c.now()
 	expires := now.Add(time.Duration(ttl) * time.Second).Truncate(time.Second)

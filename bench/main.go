@@ -45,16 +45,16 @@ type options struct {
 
 // bench is the state shared by every scenario of one run.
 type bench struct {
-	opts           options
-	pool           *pgxpool.Pool // the bench's own connections to its database, for seeding and checks
-	dbURL          string
-	srv            *serverProc
-	gql            *gqlClient
-	cat            catalog
-	adminKey       string
-	serviceKey     string
-	checkoutTokens []string // one per client, for checkoutID(c)
-	sqlDir         string
+	opts       options
+	pool       *pgxpool.Pool // the bench's own connections to its database, for seeding and checks
+	dbURL      string
+	srv        *serverProc
+	gql        *gqlClient
+	cat        catalog
+	adminKey   string
+	serviceKey string
+	shoppers   *shoppers // checkouts and their tokens, per client
+	sqlDir     string
 }
 
 var started = time.Now()
@@ -171,7 +171,7 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 		return false, err
 	}
 	b.gql = newGQLClient(b.srv.URL, max(maxClients, 32)+8)
-	if err := b.mintCheckoutTokens(ctx, max(maxClients, 32)); err != nil {
+	if b.shoppers, err = newShoppers(env, max(maxClients, 32)); err != nil {
 		return false, err
 	}
 
@@ -238,23 +238,6 @@ func (b *bench) importCodes(ctx context.Context, env []string, dir string) error
 		return err
 	}
 	logf("imported %d codes in %s: %s", n, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(out))
-	return nil
-}
-
-// mintCheckoutTokens issues one checkout token per client, as a checkout
-// backend would for each browser, valid for the whole run.
-func (b *bench) mintCheckoutTokens(ctx context.Context, n int) error {
-	b.checkoutTokens = make([]string, n)
-	for c := range n {
-		var out struct {
-			IssueCheckoutToken struct{ Token string }
-		}
-		if err := b.gql.do(ctx, b.serviceKey, `mutation($id: String!) { issueCheckoutToken(checkoutId: $id, ttlSeconds: 86400) { token } }`,
-			map[string]any{"id": checkoutID(c)}, &out); err != nil {
-			return fmt.Errorf("issueCheckoutToken: %w", err)
-		}
-		b.checkoutTokens[c] = out.IssueCheckoutToken.Token
-	}
 	return nil
 }
 

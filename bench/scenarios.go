@@ -49,7 +49,7 @@ var scenarios = []scenario{
 		reserveOp(otherSKU, true)},
 }
 
-const holdTTL = "3600" // long enough that no hold expires while the bench runs
+const holdTTL = "1800" // long enough that no hold expires while the bench runs; a checkout token's most
 
 func spreadSKU(b *bench) string { return b.cat.spread[rand.IntN(len(b.cat.spread))] }
 
@@ -85,16 +85,14 @@ func appendReserve(dst []byte, checkoutID, requestKey, ttl, sku, loc string) []b
 	return append(dst, `","quantity":1}]}}}`...)
 }
 
-// credentials returns client c's checkoutId and bearer: its own checkout
-// token as a browser would send it, or the service key.
-func (b *bench) credentials(c int, token bool) (string, string) {
+// credentials returns client c's checkoutId and bearer: a shopper's
+// checkout token as a browser would send it, or the service key.
+func (b *bench) credentials(c int, token bool) (string, string, error) {
 	if token {
-		return checkoutID(c), b.checkoutTokens[c]
+		return b.shoppers.next(c)
 	}
-	return "svc-" + strconv.Itoa(c), b.serviceKey
+	return "svc-" + strconv.Itoa(c), b.serviceKey, nil
 }
-
-func checkoutID(c int) string { return "co-" + strconv.Itoa(c) }
 
 // reserveOp reserves one unit of pick's SKU per request, each with a fresh
 // requestKey.
@@ -105,9 +103,11 @@ func reserveOp(pick func(*bench) string, token bool) func(b *bench, cell, client
 		return func(ctx context.Context, c int) error {
 			s := &st[c]
 			s.n++
-			co, bearer := b.credentials(c, token)
+			co, bearer, err := b.credentials(c, token)
+			if err != nil {
+				return err
+			}
 			s.body = appendReserve(s.body[:0], co, prefix+strconv.Itoa(s.n), holdTTL, pick(b), b.cat.locCode)
-			var err error
 			if s.resp, err = b.gql.post(ctx, s.body, bearer, s.resp); err != nil {
 				return err
 			}
@@ -128,9 +128,12 @@ func reserveConfirmOp(b *bench, cell, clients int) op {
 		s := &st[c]
 		s.n++
 		key := prefix + strconv.Itoa(s.n)
-		s.body = appendReserve(s.body[:0], checkoutID(c), key, holdTTL, spreadSKU(b), b.cat.locCode)
-		var err error
-		if s.resp, err = b.gql.post(ctx, s.body, b.checkoutTokens[c], s.resp); err != nil {
+		co, token, err := b.shoppers.next(c)
+		if err != nil {
+			return err
+		}
+		s.body = appendReserve(s.body[:0], co, key, holdTTL, spreadSKU(b), b.cat.locCode)
+		if s.resp, err = b.gql.post(ctx, s.body, token, s.resp); err != nil {
 			return err
 		}
 		if err := mutationOK(s.resp); err != nil {
@@ -143,7 +146,7 @@ func reserveConfirmOp(b *bench, cell, clients int) op {
 		s.body = append(s.body[:0], `{"query":"mutation($in:ConfirmReservationInput!){confirmReservation(input:$in){reservation{status} userErrors{code}}}","variables":{"in":{"id":"`...)
 		s.body = append(s.body, id...)
 		s.body = append(s.body, `","orderRef":"ORD-`...)
-		s.body = append(s.body, checkoutID(c)...)
+		s.body = append(s.body, co...)
 		s.body = append(s.body, '-')
 		s.body = append(s.body, key...)
 		s.body = append(s.body, `"}}}`...)

@@ -21,6 +21,10 @@ type ReserveInput struct {
 	RequestKey string
 	Lines      []ReserveLine
 	TTLSeconds int
+	// Limits binds a checkout token's request (FairUse.For); nil for trusted
+	// callers. It is not part of the request's identity: a retry is a retry
+	// whoever sends it.
+	Limits *FairUse
 }
 
 // ReserveLine asks for Quantity units of SKU at Location, or, when Location
@@ -48,6 +52,9 @@ func (in ReserveInput) Validate() error {
 	if in.TTLSeconds < 1 || in.TTLSeconds > MaxHoldTTL {
 		return InvalidInput([]string{"input", "ttlSeconds"}, "ttlSeconds must be between 1 and %d, got %d", MaxHoldTTL, in.TTLSeconds)
 	}
+	if err := in.Limits.CheckTTL(in.TTLSeconds); err != nil {
+		return err
+	}
 	for i, l := range in.Lines {
 		if err := lineError(i, CheckIdentifier([]string{"input", "lines", fmt.Sprint(i), "sku"}, l.SKU)); err != nil {
 			return err
@@ -59,6 +66,19 @@ func (in ReserveInput) Validate() error {
 		}
 		if err := lineError(i, CheckQuantity([]string{"input", "lines", fmt.Sprint(i), "quantity"}, l.Quantity)); err != nil {
 			return err
+		}
+	}
+	// A basket that alone asks for more of a SKU than a checkout may hold
+	// is refused before anything is looked up; what its live holds add is
+	// checked where they are counted, under the checkout's lock.
+	if in.Limits != nil {
+		units, first := UnitsBySKU(in.Lines)
+		for i, l := range in.Lines {
+			if first[l.SKU] == i {
+				if err := in.Limits.CheckUnits(i, l.SKU, 0, units[l.SKU]); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -130,6 +150,7 @@ func (in ConfirmInput) Validate() error {
 type ExtendInput struct {
 	ID         string
 	TTLSeconds int
+	Limits     *FairUse // a checkout token's bounds; nil for trusted callers
 }
 
 // Validate checks the request.
@@ -137,7 +158,7 @@ func (in ExtendInput) Validate() error {
 	if in.TTLSeconds < 1 || in.TTLSeconds > MaxHoldTTL {
 		return InvalidInput([]string{"input", "ttlSeconds"}, "ttlSeconds must be between 1 and %d, got %d", MaxHoldTTL, in.TTLSeconds)
 	}
-	return nil
+	return in.Limits.CheckTTL(in.TTLSeconds)
 }
 
 // ReleaseInput gives a held reservation's stock back.

@@ -1372,6 +1372,8 @@ enum UserErrorCode {
   NOT_FOUND
   ALREADY_EXISTS
   STALE_QUANTITY
+  "A fair-use limit of checkout tokens (README \"Limits\"); the message names it, available says how much more is allowed."
+  LIMIT_EXCEEDED
 }
 
 "A signed, short-lived token bound to one checkoutId."
@@ -10374,6 +10376,7 @@ var (
 		"NOT_FOUND":              domain.CodeNotFound,
 		"ALREADY_EXISTS":         domain.CodeAlreadyExists,
 		"STALE_QUANTITY":         domain.CodeStaleQuantity,
+		"LIMIT_EXCEEDED":         domain.CodeLimitExceeded,
 	}
 	marshalNUserErrorCode2inventoryᚋdomainᚐErrorCode = map[domain.ErrorCode]string{
 		domain.CodeOutOfStock:           "OUT_OF_STOCK",
@@ -10387,6 +10390,7 @@ var (
 		domain.CodeNotFound:             "NOT_FOUND",
 		domain.CodeAlreadyExists:        "ALREADY_EXISTS",
 		domain.CodeStaleQuantity:        "STALE_QUANTITY",
+		domain.CodeLimitExceeded:        "LIMIT_EXCEEDED",
 	}
 )
 

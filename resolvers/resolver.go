@@ -27,6 +27,8 @@ type Resolver struct {
 	Events       domain.StockEvents
 	Broker       *events.Broker
 	Tokens       TokenIssuer
+	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
+	FairUse domain.FairUse
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the

@@ -28,6 +28,7 @@ func (r *mutationResolver) Reserve(ctx context.Context, input model.ReserveInput
 	}
 	res, replayed, err := r.Reservations.ReservationCreate(ctx, domain.ReserveInput{
 		CheckoutID: input.CheckoutID, RequestKey: input.RequestKey, Lines: lines, TTLSeconds: orDefault(input.TTLSeconds, domain.DefaultHoldTTL),
+		Limits: r.FairUse.For(domain.ActorFrom(ctx)),
 	})
 	p, ue, err := outcome(res, err)
 	return &model.ReservePayload{Reservation: p, Replayed: replayed, UserErrors: ue}, err
@@ -67,7 +68,7 @@ func (r *mutationResolver) ExtendReservation(ctx context.Context, input model.Ex
 	if err != nil {
 		return nil, err
 	}
-	res, ue, err := outcome(r.Reservations.ReservationExtend(ctx, scope, domain.ExtendInput{ID: input.ID, TTLSeconds: input.TTLSeconds}))
+	res, ue, err := outcome(r.Reservations.ReservationExtend(ctx, scope, domain.ExtendInput{ID: input.ID, TTLSeconds: input.TTLSeconds, Limits: r.FairUse.For(domain.ActorFrom(ctx))}))
 	return &model.ReservationPayload{Reservation: res, UserErrors: ue}, err
 }
 

@@ -80,8 +80,9 @@ type lockedBalance struct {
 //     that already names one is a replay, read after commit; the unique
 //     index makes a concurrent twin in another transaction wait, as in the
 //     basket path). A key twice in the batch is a replay of the first;
-//  2. lock the batch's balance rows in (sku, location) order, the one lock
-//     order of every writer;
+//  2. lock the checkouts that fair-use limits bind (lockCheckoutUsage), then
+//     the batch's balance rows in (sku, location) order, the one lock order
+//     of every writer; a request past a limit leaves the batch refused;
 //  3. grant in arrival order while the balance has the units: the seeds'
 //     conditional claim, decided on locked rows. A request that cannot be
 //     granted from stock leaves the batch (its row is deleted): OUT_OF_STOCK
@@ -101,6 +102,10 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		if err != nil || len(made) == 0 {
 			return err
 		}
+		usage, err := lockBatchCheckouts(ctx, tx, batch, made)
+		if err != nil {
+			return err
+		}
 		balances, err := lockBatchBalances(ctx, tx, batch, made)
 		if err != nil {
 			return err
@@ -108,6 +113,14 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		var held, refused []int
 		for _, i := range made {
 			l := batch[i].in.Lines[0]
+			u := usage[batch[i].in.CheckoutID]
+			if limits := batch[i].in.Limits; limits != nil {
+				if err := fairUseError(limits, u, batch[i].in.Lines); err != nil {
+					refused = append(refused, i)
+					out[i].route, out[i].err = routeRefused, err
+					continue
+				}
+			}
 			b := balances[[2]string{l.SKU, *l.Location}]
 			// For a CODES SKU on_hand - reserved counts the available codes,
 			// so the same test decides it; its codes are claimed in step 4.
@@ -126,6 +139,10 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 				continue
 			}
 			b.granted += l.Quantity
+			if u != nil {
+				u.holds++
+				u.units[l.SKU] += l.Quantity
+			}
 			out[i].route = routeHeld
 			out[i].res.Status = domain.StatusHeld
 			out[i].res.Lines = []domain.ReservationLine{{SKU: l.SKU, Location: *l.Location, Quantity: l.Quantity}}
@@ -197,6 +214,22 @@ func insertBatchReservations(ctx context.Context, tx pgx.Tx, batch []*queuedRese
 	return idx, nil
 }
 
+// lockBatchCheckouts locks the checkouts of the made requests that fair-use
+// limits bind and returns their usage (lockCheckoutUsage); nil when none is
+// bound.
+func lockBatchCheckouts(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, made []int) (map[string]*checkoutUsage, error) {
+	var checkouts []string
+	for _, i := range made {
+		if batch[i].in.Limits != nil {
+			checkouts = append(checkouts, batch[i].in.CheckoutID)
+		}
+	}
+	if len(checkouts) == 0 {
+		return nil, nil
+	}
+	return lockCheckoutUsage(ctx, tx, checkouts)
+}
+
 // lockBatchBalances locks the balance rows the made requests name, in
 // (sku, location) order, keyed by their codes. A pair without a row (unknown
 // SKU or location, or never stocked there) is absent.
@@ -262,7 +295,7 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 	var failedSKUs []int64
 	for _, i := range refused {
 		gone = append(gone, out[i].res.ID)
-		if out[i].route == routeRefused {
+		if e, ok := domain.AsError(out[i].err); ok && e.Code == domain.CodeOutOfStock {
 			l := batch[i].in.Lines[0]
 			failedCheckouts = append(failedCheckouts, batch[i].in.CheckoutID)
 			failedSKUs = append(failedSKUs, balances[[2]string{l.SKU, *l.Location}].skuID)

@@ -25,8 +25,10 @@ var errTwinWon = errors.New("a concurrent request with the same key won")
 //     so two requests with one key never both claim stock. If the key already
 //     names a reservation, roll back and return that one (a replay), read in a
 //     fresh transaction so it is seen whatever the isolation level;
-//  2. insert the River job that expires the hold at its deadline;
-//  3. claim every line with a conditional UPDATE, in (sku, location) order so
+//  2. for a checkout token, lock the checkout and check its fair-use limits
+//     against its live holds (lockCheckoutUsage);
+//  3. insert the River job that expires the hold at its deadline;
+//  4. claim every line with a conditional UPDATE, in (sku, location) order so
 //     two baskets never wait on each other in a cycle.
 //
 // If a line cannot be had, everything rolls back and the allocation failure
@@ -71,6 +73,15 @@ func (s *Store) reserveBasket(ctx context.Context, in domain.ReserveInput, fp []
 		}
 		if err != nil {
 			return err
+		}
+		if in.Limits != nil {
+			usage, err := lockCheckoutUsage(ctx, tx, []string{in.CheckoutID})
+			if err != nil {
+				return err
+			}
+			if err := fairUseError(in.Limits, usage[in.CheckoutID], in.Lines); err != nil {
+				return err
+			}
 		}
 		if err := s.scheduleExpiry(ctx, tx, res.ID, res.ExpiresAt); err != nil {
 			return err

@@ -236,9 +236,14 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 			return "", expired(r)
 		}
 		var expiresAt time.Time
+		var lifetime float64
 		if err := tx.QueryRow(ctx, `
 			UPDATE reservations SET expires_at = clock_timestamp() + make_interval(secs => $2), updated_at = now()
-			WHERE id = $1 RETURNING expires_at`, in.ID, in.TTLSeconds).Scan(&expiresAt); err != nil {
+			WHERE id = $1 RETURNING expires_at, extract(epoch FROM expires_at - created_at)`, in.ID, in.TTLSeconds).Scan(&expiresAt, &lifetime); err != nil {
+			return "", err
+		}
+		// Rolled back if refused: nothing changes.
+		if err := in.Limits.CheckLifetime(lifetime); err != nil {
 			return "", err
 		}
 		if !expiresAt.Before(r.expiresAt) {

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+// checkoutLockSpace is the first key of the advisory locks that serialize a
+// checkout's new holds while its fair-use limits are checked (the second is
+// a hash of the checkout id; a collision only serializes two checkouts).
+const checkoutLockSpace = 0x1f8a
+
+// checkoutUsage is what a checkout's live holds hold.
+type checkoutUsage struct {
+	holds int
+	units map[string]int // by SKU code
+}
+
+// lockCheckoutUsage locks the checkouts, in sorted order (the one order of
+// every reserve, taken after its reservation rows are inserted and before any
+// balance row is locked), and returns what each one's live holds hold. This
+// transaction's own new reservations have no lines yet, so they are not
+// counted.
+//
+// Why a lock: two reserves of one checkout at once would each count the other
+// out and together pass a limit. With it the second counts after the first
+// committed or rolled back. The count runs in a statement after the lock is
+// granted, so in READ COMMITTED it sees what the first committed; both go in
+// one round trip.
+func lockCheckoutUsage(ctx context.Context, tx pgx.Tx, checkouts []string) (map[string]*checkoutUsage, error) {
+	checkouts = slices.Compact(slices.Sorted(slices.Values(checkouts)))
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(pg_advisory_xact_lock($2, hashtext(c))) FROM (SELECT c FROM unnest($1::text[]) AS c ORDER BY c) o`,
+		checkouts, checkoutLockSpace)
+	b.Queue(`
+		SELECT r.checkout_id, r.id, s.code, l.quantity
+		FROM reservations r
+		JOIN reservation_lines l ON l.reservation_id = r.id
+		JOIN skus s ON s.id = l.sku_id
+		WHERE r.checkout_id = ANY($1) AND r.status = 'held' AND r.expires_at > clock_timestamp()`, checkouts)
+	results := tx.SendBatch(ctx, b)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	usage := make(map[string]*checkoutUsage, len(checkouts))
+	for _, c := range checkouts {
+		usage[c] = &checkoutUsage{units: map[string]int{}}
+	}
+	seen := map[string]bool{}
+	var checkout, id, sku string
+	var quantity int
+	_, err = pgx.ForEachRow(rows, []any{&checkout, &id, &sku, &quantity}, func() error {
+		u := usage[checkout]
+		if !seen[id] {
+			seen[id] = true
+			u.holds++
+		}
+		u.units[sku] += quantity
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return usage, results.Close()
+}
+
+// fairUseError says why a checkout with usage u may not also hold lines, or
+// nil if it may.
+func fairUseError(limits *domain.FairUse, u *checkoutUsage, lines []domain.ReserveLine) error {
+	if err := limits.CheckHolds(u.holds); err != nil {
+		return err
+	}
+	units, first := domain.UnitsBySKU(lines)
+	for i, l := range lines {
+		if first[l.SKU] == i {
+			if err := limits.CheckUnits(i, l.SKU, u.units[l.SKU], units[l.SKU]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
