@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
+	"inventory/api"
 	"inventory/auth"
 	"inventory/codecrypt"
 	"inventory/domain"
@@ -55,6 +58,12 @@ type config struct {
 	// CheckoutTokenMaxTTL is INVENTORY_CHECKOUT_TOKEN_MAX_TTL: the longest
 	// checkout token issueCheckoutToken mints.
 	CheckoutTokenMaxTTL time.Duration
+	// TrustedProxies is INVENTORY_TRUSTED_PROXIES: comma-separated CIDR
+	// prefixes of the proxies whose X-Forwarded-For names the client.
+	TrustedProxies []string
+	// RateLimits: INVENTORY_RATE_LIMIT_WINDOW and
+	// INVENTORY_RATE_LIMIT_{ANONYMOUS,CHECKOUT,KEY}_{READS,WRITES}.
+	RateLimits api.RateLimits
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -145,6 +154,37 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.FairUse.MaxHoldTTL > cfg.FairUse.MaxHoldLifetime {
 		errs = append(errs, errors.New("INVENTORY_CHECKOUT_MAX_HOLD_TTL must not be longer than INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME"))
+	}
+	for _, p := range strings.Split(getenv("INVENTORY_TRUSTED_PROXIES"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if _, err := netip.ParsePrefix(p); err != nil {
+			errs = append(errs, fmt.Errorf("INVENTORY_TRUSTED_PROXIES must be comma-separated CIDR prefixes such as 10.0.0.0/8, got %q", p))
+			continue
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, p)
+	}
+	// A budget of 0 is no limit.
+	budget := func(name string, def int64) int {
+		v := getenv(name)
+		if v == "" {
+			return int(def)
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s must be a number of requests per window (0: no limit), got %q", name, v))
+		}
+		return int(n)
+	}
+	cfg.RateLimits = api.RateLimits{
+		Window: dur("INVENTORY_RATE_LIMIT_WINDOW", time.Minute),
+		Anonymous: api.Budget{Reads: budget("INVENTORY_RATE_LIMIT_ANONYMOUS_READS", 600),
+			Writes: budget("INVENTORY_RATE_LIMIT_ANONYMOUS_WRITES", 60)},
+		Checkout: api.Budget{Reads: budget("INVENTORY_RATE_LIMIT_CHECKOUT_READS", 600),
+			Writes: budget("INVENTORY_RATE_LIMIT_CHECKOUT_WRITES", 120)},
+		Key: api.Budget{Reads: budget("INVENTORY_RATE_LIMIT_KEY_READS", 0),
+			Writes: budget("INVENTORY_RATE_LIMIT_KEY_WRITES", 0)},
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

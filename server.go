@@ -171,10 +171,12 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Logger: logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
 			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Metrics:      m,
-		RiverUI:      riverUI,
-		Deadlines:    api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		Metrics:        m,
+		RiverUI:        riverUI,
+		Deadlines:      api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
+		TrustedProxies: cfg.TrustedProxies,
+		RateLimits:     cfg.RateLimits,
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {

@@ -75,11 +75,15 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 				// (variables, tokens pasted into them and all); refuse
 				// malformed JSON and wrong shapes first, in words that quote
 				// nothing.
-				if msg := paramsShapeError(body); msg != "" {
+				params, msg := decodeParams(body)
+				if msg != "" {
 					writeError(w, http.StatusBadRequest, msg)
 					return
 				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
+				r = r.WithContext(withWrites(r.Context(), operationWrites(params.query, params.operationName)))
+			} else if mediaType == "multipart/form-data" {
+				r = r.WithContext(withWrites(r.Context(), true)) // importCodes
 			}
 			next.ServeHTTP(w, r)
 		})
@@ -113,17 +117,20 @@ func writeErrorCode(w http.ResponseWriter, status int, code, message string) {
 	})
 }
 
-// paramsShapeError says what is wrong with a GraphQL JSON request: not JSON
-// at all, or not its shape (one object; query and operationName strings;
-// variables and extensions objects); "" when nothing is. Batched arrays are
-// not supported. One decoding checks both.
-func paramsShapeError(body []byte) string {
+// requestParams is what the rate limiter needs of a GraphQL request.
+type requestParams struct{ query, operationName string }
+
+// decodeParams reads a GraphQL JSON request, or says what is wrong with it:
+// not JSON at all, or not its shape (one object; query and operationName
+// strings; variables and extensions objects). Batched arrays are not
+// supported. One decoding checks both.
+func decodeParams(body []byte) (requestParams, string) {
 	var params map[string]json.RawMessage
 	var syntax *json.SyntaxError
 	if err := json.Unmarshal(body, &params); errors.As(err, &syntax) {
-		return "request body is not valid JSON"
+		return requestParams{}, "request body is not valid JSON"
 	} else if err != nil {
-		return "the request body must be one JSON object {\"query\": …, \"variables\": {…}}; batched arrays are not supported"
+		return requestParams{}, "the request body must be one JSON object {\"query\": …, \"variables\": {…}}; batched arrays are not supported"
 	}
 	kinds := map[string]byte{"query": '"', "operationName": '"', "variables": '{', "extensions": '{'}
 	for field, want := range kinds {
@@ -137,8 +144,12 @@ func paramsShapeError(body []byte) string {
 			if want == '{' {
 				kind = "an object"
 			}
-			return field + " must be " + kind
+			return requestParams{}, field + " must be " + kind
 		}
 	}
-	return ""
+	var p requestParams
+	// Both are JSON strings when present (checked above): cannot fail.
+	_ = json.Unmarshal(params["query"], &p.query)
+	_ = json.Unmarshal(params["operationName"], &p.operationName)
+	return p, ""
 }

@@ -35,12 +35,17 @@ type Config struct {
 	RiverUI http.Handler
 	// Deadlines bound plain requests (not subscriptions).
 	Deadlines Deadlines
+	// TrustedProxies are the CIDR prefixes whose X-Forwarded-For is believed
+	// (clientIP); empty: the TCP peer is the client.
+	TrustedProxies []string
+	// RateLimits are the per-caller request budgets on /graphql.
+	RateLimits RateLimits
 }
 
 // NewRouter returns the server's whole HTTP surface.
 func NewRouter(cfg Config) http.Handler {
 	r := chi.NewRouter()
-	r.Use(cfg.Deadlines.middleware, middleware.RequestID, middleware.RealIP, middleware.Recoverer)
+	r.Use(cfg.Deadlines.middleware, middleware.RequestID, clientIP(cfg.TrustedProxies), middleware.Recoverer)
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", readyz(cfg.Ready))
@@ -65,7 +70,7 @@ func NewRouter(cfg Config) http.Handler {
 	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.Logger)
 	r.Group(func(r chi.Router) {
 		r.Use(cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes)).Handle("/graphql", gql)
+		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), rateLimit(cfg.RateLimits)).Handle("/graphql", gql)
 	})
 	return r
 }
