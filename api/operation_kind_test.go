@@ -16,8 +16,8 @@ func TestOperationWrites(t *testing.T) {
 		{`fragment F on mutation { a } query Q { ...F }`, "", false},
 		{`query Q { a } mutation M { b }`, "Q", false},
 		{`query Q { a } mutation M { b }`, "M", true},
-		{`query Q { a } mutation M { b }`, "", true},      // ambiguous: gqlgen refuses; counted as a write
-		{`query Q { a } mutation M { b }`, "Nope", true},  // no such operation: the same
+		{`query Q { a } mutation M { b }`, "", true},     // ambiguous: gqlgen refuses; counted as a write
+		{`query Q { a } mutation M { b }`, "Nope", true}, // no such operation: the same
 		{`# mutation\nquery { mutation: a }`, "", false}, // a comment and an alias
 		{`query { a(s: "mutation { }") }`, "", false},
 		{`mutation { "unterminated`, "", true},
