@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ type config struct {
 	// RateLimits: INVENTORY_RATE_LIMIT_WINDOW and
 	// INVENTORY_RATE_LIMIT_{ANONYMOUS,CHECKOUT,KEY}_{READS,WRITES}.
 	RateLimits api.RateLimits
+	// CORSOrigins is INVENTORY_CORS_ORIGINS: comma-separated origins
+	// (https://shop.example) whose pages may call the API; none by default.
+	CORSOrigins []string
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -165,6 +169,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, p)
 	}
+	for _, o := range strings.Split(getenv("INVENTORY_CORS_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if err := checkOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("INVENTORY_CORS_ORIGINS: %w", err))
+			continue
+		}
+		cfg.CORSOrigins = append(cfg.CORSOrigins, o)
+	}
 	// A budget of 0 is no limit.
 	budget := func(name string, def int64) int {
 		v := getenv(name)
@@ -210,4 +224,19 @@ func (c config) keyring() (*codecrypt.Keyring, error) {
 		return nil, fmt.Errorf("%w (make run generates development keys; see README)", err)
 	}
 	return k, nil
+}
+
+// checkOrigin accepts an exact browser origin, scheme://host[:port]: no
+// wildcard (the allowlist is explicit, and credentials are allowed), no path.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("%q is not an origin such as https://shop.example", o)
+	case strings.ContainsAny(o, "*?[]\\"):
+		return fmt.Errorf("%q: wildcards are not allowed; list each origin", o)
+	case u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%q: an origin is scheme://host[:port], nothing more", o)
+	}
+	return nil
 }

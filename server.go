@@ -177,6 +177,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Deadlines:      api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
 		TrustedProxies: cfg.TrustedProxies,
 		RateLimits:     cfg.RateLimits,
+		CORSOrigins:    cfg.CORSOrigins,
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {

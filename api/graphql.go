@@ -10,6 +10,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"inventory/auth"
@@ -35,10 +36,12 @@ type GraphQLConfig struct {
 // newGraphQLHandler builds the /graphql handler with explicit transports:
 // GET and POST for queries and mutations, WebSocket (graphql-transport-ws and
 // graphql-ws) and SSE for subscriptions, and multipart for uploads.
-func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg GraphQLConfig, logger *slog.Logger) *handler.Server {
+func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg GraphQLConfig, origins []string, logger *slog.Logger) *handler.Server {
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
 	srv.AddTransport(transport.Websocket{
-		Implementation:        socket.Implementation{},
+		// A WebSocket upgrade is allowed from the server's own origin and
+		// from the CORS origins (exact "scheme://host[:port]" patterns).
+		Implementation:        socket.Implementation{CoderWebsocketImplementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}}},
 		InitTimeout:           cfg.InitTimeout,
 		InitFunc:              authenticateSocket(authn),
 		KeepAlivePingInterval: cfg.KeepAlive,

@@ -40,6 +40,9 @@ type Config struct {
 	TrustedProxies []string
 	// RateLimits are the per-caller request budgets on /graphql.
 	RateLimits RateLimits
+	// CORSOrigins are the origins ("https://shop.example") whose pages may
+	// call /graphql, over HTTP and WebSocket; none by default.
+	CORSOrigins []string
 }
 
 // NewRouter returns the server's whole HTTP surface.
@@ -67,9 +70,9 @@ func NewRouter(cfg Config) http.Handler {
 	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 
-	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.Logger)
+	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
 	r.Group(func(r chi.Router) {
-		r.Use(cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
+		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
 		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), rateLimit(cfg.RateLimits)).Handle("/graphql", gql)
 	})
 	return r
