@@ -65,6 +65,9 @@ type config struct {
 	// RateLimits: INVENTORY_RATE_LIMIT_WINDOW and
 	// INVENTORY_RATE_LIMIT_{ANONYMOUS,CHECKOUT,KEY}_{READS,WRITES}.
 	RateLimits api.RateLimits
+	// Subscriptions: INVENTORY_WS_MAX_SUBSCRIPTIONS (per socket) and
+	// INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER (per key or checkout, per instance).
+	Subscriptions api.SubscriptionCaps
 	// CORSOrigins is INVENTORY_CORS_ORIGINS: comma-separated origins
 	// (https://shop.example) whose pages may call the API; none by default.
 	CORSOrigins []string
@@ -199,6 +202,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Writes: budget("INVENTORY_RATE_LIMIT_CHECKOUT_WRITES", 120)},
 		Key: api.Budget{Reads: budget("INVENTORY_RATE_LIMIT_KEY_READS", 0),
 			Writes: budget("INVENTORY_RATE_LIMIT_KEY_WRITES", 0)},
+	}
+	cfg.Subscriptions = api.SubscriptionCaps{
+		PerSocket: int(min(num("INVENTORY_WS_MAX_SUBSCRIPTIONS", 20), 100_000)),
+		PerCaller: int(min(num("INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", 200), 10_000_000)),
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

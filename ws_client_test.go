@@ -19,6 +19,9 @@ type wsClient struct {
 	t      *testing.T
 	conn   *websocket.Conn
 	legacy bool
+	// outcomes holds what subscriptions were told while outcome waited for
+	// another one: "" for data, else the refusal.
+	outcomes map[string]string
 }
 
 // wsMessage is one protocol frame.

@@ -31,6 +31,8 @@ type GraphQLConfig struct {
 	KeepAlive time.Duration
 	// InitTimeout closes a WebSocket that sends no connection_init in time.
 	InitTimeout time.Duration
+	// Subscriptions caps live subscriptions per socket and per caller.
+	Subscriptions SubscriptionCaps
 }
 
 // newGraphQLHandler builds the /graphql handler with explicit transports:
@@ -57,6 +59,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
 	srv.AroundOperations(operationName)
+	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))
 	return srv
@@ -70,7 +73,9 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 func authenticateSocket(authn *auth.Authenticator) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		actor := domain.ActorFrom(ctx)
+		recheck := auth.RecheckFrom(ctx)
 		if header := payload.Authorization(); header != "" {
+			recheck = func(ctx context.Context) (domain.Actor, error) { return authn.Authenticate(ctx, header) }
 			var err error
 			if actor, err = authn.Authenticate(ctx, header); err != nil {
 				// The database did not answer: the token may be fine.
@@ -85,6 +90,45 @@ func authenticateSocket(authn *auth.Authenticator) transport.WebsocketInitFunc {
 			ctx = transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, socket.CloseUnauthenticated), reason)
 			return ctx, nil, errors.New(reason)
 		}
+		if recheck != nil {
+			go watchCredential(ctx, actor, recheck, socketRecheckInterval)
+		}
 		return domain.WithActor(ctx, actor), nil, nil
+	}
+}
+
+// socketRecheckInterval is how often a WebSocket's credentials are checked
+// again. A key lookup is served from the key cache (INVENTORY_KEY_CACHE_TTL)
+// and a checkout token is verified without the database, so this costs
+// little per socket.
+const socketRecheckInterval = time.Second
+
+// watchCredential closes the socket that ctx belongs to with 4401 once the
+// credentials it was opened with no longer authenticate actor: the key was
+// revoked, the admin session ended, the checkout token expired. Checks that
+// fail for want of a database keep the socket: the credentials may be fine.
+// It ends with the socket.
+func watchCredential(ctx context.Context, actor domain.Actor, recheck auth.Recheck, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now, err := recheck(ctx)
+		if err != nil || (now.Role == actor.Role && now.Name == actor.Name) {
+			continue
+		}
+		reason := "credentials no longer valid"
+		if now.TokenProblem != "" {
+			reason = now.TokenProblem
+		}
+		if len(reason) > 120 { // a close reason is at most 123 bytes
+			reason = reason[:120]
+		}
+		socket.Close(ctx, socket.CloseUnauthenticated, reason)
+		return
 	}
 }

@@ -70,8 +70,26 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 			http.Error(w, "authentication unavailable", http.StatusServiceUnavailable)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(domain.WithActor(r.Context(), actor)))
+		ctx := domain.WithActor(r.Context(), actor)
+		ctx = context.WithValue(ctx, recheckKey{}, Recheck(func(ctx context.Context) (domain.Actor, error) {
+			return a.authenticateRequest(r.WithContext(ctx))
+		}))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// Recheck authenticates a long-lived request's credentials again: a
+// WebSocket lives on after its key is revoked, its session ends or its
+// checkout token expires, and must then be closed.
+type Recheck func(ctx context.Context) (domain.Actor, error)
+
+type recheckKey struct{}
+
+// RecheckFrom returns how to authenticate the request that ctx belongs to
+// again, from the same header or cookie; nil outside Middleware.
+func RecheckFrom(ctx context.Context) Recheck {
+	r, _ := ctx.Value(recheckKey{}).(Recheck)
+	return r
 }
 
 // authenticateRequest is Authenticate for the Authorization header, else the

@@ -28,18 +28,40 @@ func stockFilter(skus, locations []string) (func(context.Context, domain.StockEv
 	}, nil
 }
 
+// statusAfter is the status a reservation has after an event with this
+// cause; other causes (stock arriving for a pre-order) change no status.
+var statusAfter = map[domain.StockEventCause]domain.ReservationStatus{
+	domain.CauseReserved:  domain.StatusHeld,
+	domain.CauseConfirmed: domain.StatusConfirmed,
+	domain.CauseReleased:  domain.StatusReleased,
+	domain.CauseExpired:   domain.StatusExpired,
+}
+
 // reservationChanges turns a checkout's stock events into its reservations,
 // once per status change: a transition that touched several balances writes
-// several events, and the subscriber hears about it once.
+// several events, and the subscriber hears about it once. The event itself
+// says whose it is and what status it leads to, so only an event that
+// changes a status the subscriber has not heard of reads the reservation
+// (its lines and deadline), once per message sent; every other event of the
+// stream is dropped without a database read.
 func (r *Resolver) reservationChanges(checkoutID string) func(context.Context, domain.StockEvent) (*domain.Reservation, bool, error) {
 	sent := map[string]domain.ReservationStatus{}
 	return func(ctx context.Context, e domain.StockEvent) (*domain.Reservation, bool, error) {
 		if e.CheckoutID != checkoutID || e.ReservationID == nil {
 			return nil, false, nil
 		}
+		status, changes := statusAfter[e.Cause]
+		if !changes || sent[*e.ReservationID] == status {
+			return nil, false, nil
+		}
 		res, err := r.Reservations.ReservationGetByID(ctx, domain.Scope{CheckoutID: checkoutID}, *e.ReservationID)
-		if err != nil || res == nil || sent[res.ID] == res.Status {
+		if err != nil || res == nil {
 			return nil, false, err
+		}
+		// The read may already show a later status (confirmed by the time
+		// the hold's event arrives): that is what is sent, once.
+		if sent[res.ID] == res.Status {
+			return nil, false, nil
 		}
 		sent[res.ID] = res.Status
 		return res, true, nil

@@ -32,6 +32,7 @@ type holder struct {
 	mu     sync.Mutex
 	conn   transport.WebsocketConn
 	closed bool
+	subs   int // live subscriptions on the socket (AcquireSubscription)
 }
 
 // Middleware gives every WebSocket upgrade request a place for its
@@ -77,4 +78,26 @@ func Close(ctx context.Context, code int, reason string) bool {
 	h.closed = true
 	_ = h.conn.WriteClose(code, reason)
 	return true
+}
+
+// AcquireSubscription counts one more live subscription on the WebSocket that
+// ctx belongs to, unless it already has max; release gives the place back
+// (call it once). Over plain HTTP and SSE a request is its one subscription,
+// and this always succeeds.
+func AcquireSubscription(ctx context.Context, max int) (release func(), ok bool) {
+	h, found := ctx.Value(holderKey{}).(*holder)
+	if !found || max <= 0 {
+		return func() {}, true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs >= max {
+		return nil, false
+	}
+	h.subs++
+	return func() {
+		h.mu.Lock()
+		h.subs--
+		h.mu.Unlock()
+	}, true
 }
