@@ -1,6 +1,6 @@
 # The two commands: `make run` serves with a demo catalog, `make test` runs every
 # test against a real PostgreSQL. Both find or start PostgreSQL themselves.
-.PHONY: run test build generate vet bench bench-smoke
+.PHONY: run test build generate vet bench bench-smoke fuzz
 
 run:
 	scripts/run.sh
@@ -16,6 +16,10 @@ generate:
 
 vet:
 	go vet ./...
+
+# Every fuzz target for FUZZTIME (4s) each; CI runs it with 3s.
+fuzz:
+	scripts/fuzz.sh
 
 # End to end: its own database, the real server binary on a loopback port, and
 # pgbench running the same statements as a baseline, interleaved per client

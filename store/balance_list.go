@@ -60,7 +60,9 @@ func decodeBalanceCursor(after string) (sku, location string, err error) {
 		return "", "", domain.Limitf("after is not a cursor from a previous page")
 	}
 	sku, location, ok := strings.Cut(string(raw), "\x00")
-	if !ok {
+	// Both parts are identifiers (printable UTF-8, no NUL): anything else
+	// was not made here, and PostgreSQL would refuse it as text.
+	if !ok || domain.CheckIdentifier(nil, sku) != nil || domain.CheckIdentifier(nil, location) != nil {
 		return "", "", domain.Limitf("after is not a cursor from a previous page")
 	}
 	return sku, location, nil

@@ -137,7 +137,8 @@ func loadOrders(ctx context.Context, q querier, where string, arg any) ([]orderW
 // the id is malformed, or it is outside scope: a checkout cannot tell another
 // checkout's reservation from none.
 func (s *Store) ReservationGetByID(ctx context.Context, scope domain.Scope, id string) (*domain.Reservation, error) {
-	if uuid.Validate(id) != nil {
+	id, ok := reservationID(id)
+	if !ok {
 		return nil, nil
 	}
 	var out *domain.Reservation
@@ -163,8 +164,12 @@ func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string
 	if page.First < 1 || page.First > domain.MaxReservationPage {
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxReservationPage)
 	}
-	if page.After != nil && uuid.Validate(*page.After) != nil {
-		return nil, domain.Limitf("after is not a reservation id")
+	if page.After != nil {
+		after, ok := reservationID(*page.After)
+		if !ok {
+			return nil, domain.Limitf("after is not a reservation id")
+		}
+		page.After = &after
 	}
 	var out []domain.Reservation
 	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
@@ -215,3 +220,14 @@ func (s *Store) OrderGetByRef(ctx context.Context, scope domain.Scope, ref strin
 
 // readTx is a consistent read-only snapshot across a read's several queries.
 var readTx = pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}
+
+// reservationID returns the canonical form of a client's reservation id, or
+// false when it is not one. uuid.Parse also takes spellings PostgreSQL does
+// not ("urn:uuid:…", braces), so the id sent to SQL is always re-spelled.
+func reservationID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}

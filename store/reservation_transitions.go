@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"inventory/domain"
@@ -30,10 +29,12 @@ type lockedReservation struct {
 // for other checkouts' reservations.
 func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id string) (lockedReservation, error) {
 	var r lockedReservation
-	notFound := &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation " + strconv.Quote(id)}
-	if uuid.Validate(id) != nil {
-		return r, notFound
+	id, ok := reservationID(id)
+	if !ok {
+		// Not quoted: errors never echo what could be any input.
+		return r, &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation has this id (not a reservation id)"}
 	}
+	notFound := &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation " + id}
 	var status string
 	err := tx.QueryRow(ctx, `SELECT checkout_id, status, expires_at FROM reservations WHERE id = $1 FOR NO KEY UPDATE`, id).
 		Scan(&r.checkoutID, &status, &r.expiresAt)
