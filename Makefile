@@ -1,6 +1,6 @@
 # The two commands: `make run` serves with a demo catalog, `make test` runs every
 # test against a real PostgreSQL. Both find or start PostgreSQL themselves.
-.PHONY: run test build generate vet bench bench-smoke fuzz
+.PHONY: run test build generate vet bench bench-smoke fuzz soak
 
 run:
 	scripts/run.sh
@@ -33,3 +33,9 @@ bench:
 bench-smoke:
 	go build -o bin/inventory . && go build -o bin/bench ./bench
 	DATABASE_URL=$$(scripts/pgup.sh) bin/bench -smoke
+
+# Soak (not in CI): 10 minutes of mixed load against the real server binary;
+# its RSS and goroutines, sampled every 5 s, must stay flat (bench/results/soak.csv).
+soak:
+	go build -o bin/inventory . && go build -o bin/bench ./bench
+	DATABASE_URL=$$(scripts/pgup.sh) bin/bench -soak

@@ -41,6 +41,8 @@ type options struct {
 	maxConns    int
 	codesRate   int
 	smoke       bool
+	soak        bool          // bench/soak.go instead of the benchmark
+	soakDur     time.Duration // how long the soak's load runs
 }
 
 // bench is the state shared by every scenario of one run.
@@ -76,6 +78,8 @@ func main() {
 	flag.IntVar(&o.maxConns, "max-conns", 40, "INVENTORY_DB_MAX_CONNS for the server")
 	flag.IntVar(&o.codesRate, "codes-rate", 5000, "CODES reserves/s to stock codes for (a generous cap)")
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
+	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
+	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.Parse()
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
@@ -92,14 +96,18 @@ func main() {
 	// trade memory for fewer garbage collections.
 	debug.SetGCPercent(400)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	failed, err := run(ctx, o)
+	runner := run
+	if o.soak {
+		runner = runSoak
+	}
+	failed, err := runner(ctx, o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 	if failed {
-		fmt.Fprintln(os.Stderr, "bench: a correctness check failed (see the check column)")
+		fmt.Fprintln(os.Stderr, "bench: a correctness check failed (see the check column, or the soak's verdict)")
 		os.Exit(1)
 	}
 }
