@@ -2,8 +2,9 @@ package domain
 
 import "fmt"
 
-// CodeLimitExceeded refuses a request that would take a checkout past a
-// fair-use limit; the message names the limit and its setting.
+// CodeLimitExceeded refuses a request that would go past a documented limit:
+// a checkout's fair use (the message names the setting) or the catalog's
+// bounds (MaxLocations).
 const CodeLimitExceeded ErrorCode = "LIMIT_EXCEEDED"
 
 // FairUse bounds what a shopper's checkout token may hold, so that one script

@@ -18,6 +18,8 @@ const (
 	MaxAvailabilityFilter = 100           // locations in one availability filter
 	MaxPriority           = 1_000_000     // absolute value of a location priority
 	MaxCheckoutTokenTTL   = 24 * 60 * 60  // seconds
+	MaxLocations          = 1000          // locations: every SKU's balances and every sourced reserve are per location
+	MaxReconciliationPage = 1000          // reconciliation issues in one answer
 	DefaultCheckoutTTL    = 30 * 60       // seconds
 	maxStoredQuantity     = 2_147_483_647 // PostgreSQL integer, GraphQL Int
 )

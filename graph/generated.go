@@ -166,7 +166,7 @@ type ComplexityRoot struct {
 		InventoryHealth      func(childComplexity int) int
 		Locations            func(childComplexity int) int
 		Order                func(childComplexity int, ref string) int
-		Reconciliation       func(childComplexity int) int
+		Reconciliation       func(childComplexity int, first *int) int
 		Reservation          func(childComplexity int, id string) int
 		Sku                  func(childComplexity int, code string) int
 		StockEvents          func(childComplexity int, after *int64, first *int) int
@@ -268,7 +268,7 @@ type QueryResolver interface {
 	Availability(ctx context.Context, skus []string, locations []string) ([]*domain.Availability, error)
 	Sku(ctx context.Context, code string) (*domain.SKU, error)
 	Locations(ctx context.Context) ([]domain.Location, error)
-	Reconciliation(ctx context.Context) ([]domain.ReconciliationIssue, error)
+	Reconciliation(ctx context.Context, first *int) ([]domain.ReconciliationIssue, error)
 	Reservation(ctx context.Context, id string) (*domain.Reservation, error)
 	CheckoutReservations(ctx context.Context, checkoutID string, first *int, after *string) ([]domain.Reservation, error)
 	Order(ctx context.Context, ref string) (*domain.Order, error)
@@ -858,7 +858,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Query.Reconciliation(childComplexity), true
+		args, err := ec.field_Query_reconciliation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Reconciliation(childComplexity, args["first"].(*int)), true
 	case "Query.reservation":
 		if e.ComplexityRoot.Query.Reservation == nil {
 			break
@@ -1388,8 +1393,8 @@ type Query {
   sku(code: String!): Sku
   "Every location, in sourcing order."
   locations: [Location!]!
-  "Admin: stock invariants that do not hold (balance vs ledger). Empty when consistent."
-  reconciliation: [ReconciliationIssue!]!
+  "Admin: stock invariants that do not hold (balance vs ledger), the first (1..1000) by SKU and location. Empty when consistent; ` + "`" + `inventory reconcile` + "`" + ` lists them all."
+  reconciliation(first: Int = 100): [ReconciliationIssue!]!
   "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
   reservation(id: ID!): Reservation
   """
@@ -2439,6 +2444,20 @@ func (ec *executionContext) field_Query_order_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ref"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_reconciliation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -4738,7 +4757,8 @@ func (ec *executionContext) _Query_reconciliation(ctx context.Context, field gra
 			return ec.fieldContext_Query_reconciliation(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Query().Reconciliation(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Reconciliation(ctx, fc.Args["first"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []domain.ReconciliationIssue) graphql.Marshaler {
@@ -4748,7 +4768,7 @@ func (ec *executionContext) _Query_reconciliation(ctx context.Context, field gra
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Query_reconciliation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Query_reconciliation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Query",
 		Field:      field,
@@ -4757,6 +4777,17 @@ func (ec *executionContext) fieldContext_Query_reconciliation(_ context.Context,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ReconciliationIssue(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_reconciliation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }

@@ -194,11 +194,16 @@ func (r *queryResolver) Locations(ctx context.Context) ([]domain.Location, error
 }
 
 // Reconciliation is the resolver for the reconciliation field.
-func (r *queryResolver) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssue, error) {
+func (r *queryResolver) Reconciliation(ctx context.Context, first *int) ([]domain.ReconciliationIssue, error) {
 	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
 		return nil, err
 	}
-	return r.Reconciler.Reconciliation(ctx)
+	n := orDefault(first, 100)
+	if n < 1 || n > domain.MaxReconciliationPage {
+		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxReconciliationPage)
+	}
+	issues, err := r.Reconciler.Reconciliation(ctx)
+	return issues[:min(n, len(issues))], err
 }
 
 // Reservation is the resolver for the reservation field.

@@ -19,16 +19,32 @@ func (s *Store) LocationCreate(ctx context.Context, in domain.CreateLocationInpu
 		return domain.Location{}, err
 	}
 	var loc domain.Location
-	err := s.pool.QueryRow(ctx, `
-		INSERT INTO locations (code, name, priority) VALUES ($1, $2, $3)
-		ON CONFLICT (code) DO NOTHING
-		RETURNING code, name, priority`, in.Code, in.Name, in.Priority).
-		Scan(&loc.Code, &loc.Name, &loc.Priority)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return loc, alreadyExists("location", in.Code)
-	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// Creators queue here so that two of them at MaxLocations-1 do not
+		// both pass the count. Locations are created rarely.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, locationsLockSpace); err != nil {
+			return err
+		}
+		var exists bool
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM locations WHERE code = $1), (SELECT count(*) FROM locations)`, in.Code).
+			Scan(&exists, &n); err != nil {
+			return err
+		}
+		switch {
+		case exists:
+			return alreadyExists("location", in.Code)
+		case n >= domain.MaxLocations:
+			return domain.Errorf(domain.CodeLimitExceeded, "there are already %d locations, the most there may be", n)
+		}
+		return tx.QueryRow(ctx, `INSERT INTO locations (code, name, priority) VALUES ($1, $2, $3) RETURNING code, name, priority`,
+			in.Code, in.Name, in.Priority).Scan(&loc.Code, &loc.Name, &loc.Priority)
+	})
 	return loc, wrap("LocationCreate", err)
 }
+
+// locationsLockSpace is the advisory lock that serializes LocationCreate.
+const locationsLockSpace = 0x1f8b
 
 // LocationList returns every location in sourcing order.
 func (s *Store) LocationList(ctx context.Context) ([]domain.Location, error) {
