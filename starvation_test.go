@@ -74,8 +74,11 @@ func TestExpiryAndEventsWhileRequestsStarve(t *testing.T) {
 		t.Fatalf("second event: %+v", e)
 	}
 	t.Logf("with all %d request connections waiting, the hold expired and was pushed %v after its deadline", apiConns, late.Round(time.Millisecond))
-	if late > 5*time.Second {
-		t.Fatalf("expiry pushed %v after the deadline while requests starved; want within 5 s", late)
+	// The documented bound (README, and the jobs tests): River's scheduler
+	// makes due jobs available every 5 s, so 5 s itself is an ordinary case,
+	// while a starved expiry would wait for the 60 s lock timeout.
+	if late > 10*time.Second {
+		t.Fatalf("expiry pushed %v after the deadline while requests starved; want within 10 s", late)
 	}
 	if n := ts.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n < apiConns {
 		t.Fatalf("only %d connections were still waiting on the lock: the test did not starve the request pool", n)
