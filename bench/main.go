@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -115,71 +114,21 @@ func main() {
 // run does the whole benchmark; it reports whether a correctness check
 // failed, and an error when the bench itself could not run.
 func run(ctx context.Context, o options) (failed bool, err error) {
-	adminURL := os.Getenv("DATABASE_URL")
-	if adminURL == "" {
-		return false, errors.New("DATABASE_URL is required (make bench sets it with scripts/pgup.sh)")
-	}
-	if _, err := os.Stat(o.bin); err != nil {
-		return false, fmt.Errorf("server binary: %w (go build -o bin/inventory .)", err)
-	}
-	tmp, err := os.MkdirTemp("", "inventory-bench-")
-	if err != nil {
-		return false, fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return false, fmt.Errorf("results dir: %w", err)
-	}
-
-	dbURL, drop, err := createDatabase(ctx, adminURL)
-	if err != nil {
-		return false, err
-	}
-	defer drop()
-	b := &bench{opts: o, dbURL: dbURL, sqlDir: tmp}
 	maxClients := 0
 	for _, c := range o.clients {
 		maxClients = max(maxClients, c)
 	}
-	env := serverEnv(dbURL, o.maxConns)
-	if _, err := cli(ctx, o.bin, env, "migrate"); err != nil {
+	b, cleanup, err := setUp(ctx, o, "bench", max(maxClients, 32)+8, max(maxClients, 32))
+	if err != nil {
 		return false, err
 	}
-	if b.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return false, fmt.Errorf("connect to bench database: %w", err)
-	}
-	defer b.pool.Close()
-	if b.cat, err = seed(ctx, b.pool); err != nil {
-		return false, err
-	}
-	if b.adminKey, err = createKey(ctx, o.bin, env, "admin", "bench-admin"); err != nil {
-		return false, err
-	}
-	if b.serviceKey, err = createKey(ctx, o.bin, env, "service", "bench-service"); err != nil {
-		return false, err
-	}
-	if err := b.importCodes(ctx, env, tmp); err != nil {
-		return false, err
-	}
-	if b.srv, err = startServer(ctx, o.bin, env, filepath.Join(o.out, "server.log")); err != nil {
-		return false, err
-	}
-	defer func() {
-		if err := b.srv.stop(); err != nil {
-			logf("%v", err)
-		}
-	}()
-	logf("server %s (pid %d) on database %s", b.srv.URL, b.srv.cmd.Process.Pid, dbName(dbURL))
+	defer cleanup()
 	// Enough baseline codes that SKIP LOCKED never runs dry within a cell
 	// (they are returned after each one).
 	if err := seedPgbenchCodes(ctx, b.pool, &b.cat, max(1000, int(o.cellDur.Seconds()*20_000))); err != nil {
 		return false, err
 	}
-	if err := writeSQLFiles(tmp); err != nil {
-		return false, err
-	}
-	b.gql = newGQLClient(b.srv.URL, max(maxClients, 32)+8)
-	if b.shoppers, err = newShoppers(env, max(maxClients, 32)); err != nil {
+	if err := writeSQLFiles(b.sqlDir); err != nil {
 		return false, err
 	}
 

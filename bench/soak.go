@@ -10,7 +10,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,8 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const (
@@ -73,66 +70,17 @@ type soakSample struct {
 // runSoak sets up the database and server as run does, then runs the mixed
 // load while sampling; it reports whether the verdict failed.
 func runSoak(ctx context.Context, o options) (failed bool, err error) {
-	adminURL := os.Getenv("DATABASE_URL")
-	if adminURL == "" {
-		return false, errors.New("DATABASE_URL is required (make soak sets it with scripts/pgup.sh)")
-	}
-	if _, err := os.Stat(o.bin); err != nil {
-		return false, fmt.Errorf("server binary: %w (go build -o bin/inventory .)", err)
-	}
 	if o.soakDur < 3*soakSampleEvery {
 		return false, fmt.Errorf("-soak-duration %s is too short to sample (at least %s)", o.soakDur, 3*soakSampleEvery)
 	}
-	tmp, err := os.MkdirTemp("", "inventory-soak-")
-	if err != nil {
-		return false, fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return false, fmt.Errorf("results dir: %w", err)
-	}
-	dbURL, drop, err := createDatabase(ctx, adminURL)
-	if err != nil {
-		return false, err
-	}
-	defer drop()
 	// importCodes sizes the CODES stock as clients × duration × rate: one
 	// CODES client, at most soakCodesRate reserves/s, for the whole run.
 	o.clients, o.cellDur, o.codesRate = []int{1}, o.soakDur+time.Minute, soakCodesRate
-	b := &bench{opts: o, dbURL: dbURL, sqlDir: tmp}
-	env := serverEnv(dbURL, o.maxConns)
-	if _, err := cli(ctx, o.bin, env, "migrate"); err != nil {
+	b, cleanup, err := setUp(ctx, o, "soak", soakHTTPClients+4, soakTokenClients+soakCodesClients)
+	if err != nil {
 		return false, err
 	}
-	if b.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return false, fmt.Errorf("connect to bench database: %w", err)
-	}
-	defer b.pool.Close()
-	if b.cat, err = seed(ctx, b.pool); err != nil {
-		return false, err
-	}
-	if b.adminKey, err = createKey(ctx, o.bin, env, "admin", "soak-admin"); err != nil {
-		return false, err
-	}
-	if b.serviceKey, err = createKey(ctx, o.bin, env, "service", "soak-service"); err != nil {
-		return false, err
-	}
-	if err := b.importCodes(ctx, env, tmp); err != nil {
-		return false, err
-	}
-	if b.srv, err = startServer(ctx, o.bin, env, filepath.Join(o.out, "soak-server.log")); err != nil {
-		return false, err
-	}
-	defer func() {
-		if err := b.srv.stop(); err != nil {
-			logf("%v", err)
-		}
-	}()
-	logf("soak: server %s (pid %d) on database %s", b.srv.URL, b.srv.cmd.Process.Pid, dbName(dbURL))
-	b.gql = newGQLClient(b.srv.URL, soakHTTPClients+4)
-	if b.shoppers, err = newShoppers(env, soakTokenClients+soakCodesClients); err != nil {
-		return false, err
-	}
+	defer cleanup()
 	if err := b.waitStartupReconcile(ctx); err != nil {
 		return false, err
 	}
