@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -79,8 +81,15 @@ func (c *CheckoutTokens) Issue(checkoutID string, ttlSeconds *int) (string, time
 	return token, expires, nil
 }
 
-// Verify returns the checkoutId a valid token is bound to.
+// Verify returns the checkoutId a valid token is bound to. It accepts each
+// token in one spelling only, the one Issue wrote: only base64url characters
+// and dots (base64 decoding would skip an inserted "\r" or "\n"), and a
+// signature in canonical unpadded base64url (its last character's unused
+// bits zero), so that no other string verifies as an issued token.
 func (c *CheckoutTokens) Verify(token string) (string, error) {
+	if !canonicalToken(token) {
+		return "", errors.New("checkout token invalid")
+	}
 	var claims checkoutClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return c.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -95,4 +104,21 @@ func (c *CheckoutTokens) Verify(token string) (string, error) {
 		return "", errors.New("checkout token names no checkout")
 	}
 	return claims.CheckoutID, nil
+}
+
+// canonicalToken reports whether token has only the characters of a compact
+// JWS ([A-Za-z0-9_-] and dots) and a last segment, the signature, that is the
+// canonical unpadded base64url encoding of what it decodes to. The header and
+// payload need no such check: the signature covers their literal text.
+func canonicalToken(token string) bool {
+	for i := 0; i < len(token); i++ {
+		switch b := token[i]; {
+		case 'A' <= b && b <= 'Z', 'a' <= b && b <= 'z', '0' <= b && b <= '9', b == '_', b == '-', b == '.':
+		default:
+			return false
+		}
+	}
+	seg := token[strings.LastIndexByte(token, '.')+1:]
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(seg)
+	return err == nil && base64.RawURLEncoding.EncodeToString(sig) == seg
 }

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -36,45 +35,49 @@ func fuzzTokens(t testing.TB, secret []byte, now time.Time) *CheckoutTokens {
 	return c
 }
 
-// signed is a token a verifier keyed with secret may accept: its signing
-// input and its signature, decoded. Two token strings with the same signed
-// form are the same token (base64 decoding ignores newlines and the unused
-// bits of the last character).
-type signed struct {
-	input string
-	sig   []byte
+// signedToken is the one spelling of a token over input (header.payload)
+// that the secret's holder writes: input, a dot, and the HMAC-SHA256 of input
+// in unpadded base64url. Nobody without the secret can write it, and no
+// other string is that token.
+func signedToken(secret []byte, input string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(input))
+	return input + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func splitToken(token string) (signed, bool) {
-	dot := strings.LastIndexByte(token, '.')
-	if dot < 0 {
-		return signed{}, false
+// isBase64URLSegment: only the characters of unpadded base64url.
+func isBase64URLSegment(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !('A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '-' || b == '_') {
+			return false
+		}
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(token[dot+1:])
-	if err != nil {
-		return signed{}, false
-	}
-	return signed{token[:dot], sig}, true
+	return true
 }
 
 // requireVerifiedIsGenuine checks a token Verify accepted against the
-// contract restated: three segments; the signature is HMAC-SHA256 of the
-// first two with the secret (so it was issued with this secret: nobody else
-// can make one); the header names HS256; the claims name this issuer and
-// audience, expire after now, and carry the returned id as both cid and sub.
-// Another secret's verifier refuses it.
+// contract restated: three segments of base64url characters; the token is
+// byte for byte the secret's signature of its first two segments, so it was
+// issued with this secret (nobody else can make one) and spelled as issued
+// (no newline, padding or other bits in the signature); the header names
+// HS256; the claims name this issuer and audience, expire after now, and
+// carry the returned id as both cid and sub. Another secret's verifier
+// refuses it.
 func requireVerifiedIsGenuine(t *testing.T, token, id string, other *CheckoutTokens) {
 	t.Helper()
-	s, ok := splitToken(token)
-	if !ok || strings.Count(s.input, ".") != 1 {
+	segments := strings.Split(token, ".")
+	if len(segments) != 3 {
 		t.Fatalf("Verify accepted %q, which is not header.payload.signature", token)
 	}
-	m := hmac.New(sha256.New, fuzzSecret)
-	m.Write([]byte(s.input))
-	if !hmac.Equal(m.Sum(nil), s.sig) {
-		t.Fatalf("Verify accepted %q, whose signature is not the secret's", token)
+	for _, seg := range segments {
+		if !isBase64URLSegment(seg) {
+			t.Fatalf("Verify accepted %q, which has a character outside base64url in %q", token, seg)
+		}
 	}
-	headerSeg, payloadSeg, _ := strings.Cut(s.input, ".")
+	headerSeg, payloadSeg := segments[0], segments[1]
+	if want := signedToken(fuzzSecret, headerSeg+"."+payloadSeg); token != want {
+		t.Fatalf("Verify accepted %q, which is not the secret's token %q", token, want)
+	}
 	var header struct{ Alg string }
 	var claims struct {
 		Iss, Sub, Cid string
@@ -115,6 +118,7 @@ func fuzzSeedTokens(f *testing.F) (seeds []string) {
 			f.Fatal(err)
 		}
 		seeds = append(seeds, token, token+"\n", token[:len(token)-1], strings.ToUpper(token))
+		seeds = append(seeds, respellings(token)...)
 	}
 	craft := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) {
 		token, err := jwt.NewWithClaims(method, claims).SignedString(key)
@@ -152,12 +156,56 @@ func fuzzSeedTokens(f *testing.F) (seeds []string) {
 	return seeds
 }
 
+// wellSpelled: token has only base64url characters and dots, and its last
+// segment is canonical unpadded base64url: not one character past a whole
+// group, and a final partial group's unused low bits (4 of the last character
+// after 2, 2 after 3) zero.
+func wellSpelled(token string) bool {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for _, seg := range strings.Split(token, ".") {
+		if !isBase64URLSegment(seg) {
+			return false
+		}
+	}
+	sig := token[strings.LastIndexByte(token, '.')+1:]
+	if sig == "" {
+		return true
+	}
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	switch len(sig) % 4 {
+	case 1:
+		return false
+	case 2:
+		return last&0xf == 0
+	case 3:
+		return last&0x3 == 0
+	}
+	return true
+}
+
+// respellings are strings that base64 decoding reads as token's bytes: "\r"
+// and "\n" in and after the signature, padding, and the signature's last
+// character with its two unused bits set. Verify refuses them all.
+func respellings(token string) []string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	dot := strings.LastIndexByte(token, '.')
+	mid := dot + (len(token)-dot)/2
+	last := strings.IndexByte(alphabet, token[len(token)-1])
+	return []string{
+		token + "\r\n", token + "\r", token + "=",
+		token[:mid] + "\n" + token[mid:], token[:mid] + "\r\n" + token[mid:], token[:dot+1] + "\n" + token[dot+1:],
+		token[:len(token)-1] + string(alphabet[last|1]), token[:len(token)-1] + string(alphabet[last|2]),
+		token[:len(token)-1] + string(alphabet[last|3]),
+	}
+}
+
 // FuzzCheckoutTokenVerify: Verify never panics on any string; it accepts only
-// a token signed with its secret (HS256 over the literal header and payload,
-// so: issued by it), unexpired, for its issuer and audience, returning the
-// checkoutId the token carries as cid and sub; another secret never accepts
-// it; every refusal is one of three fixed messages, which quote nothing of
-// the token.
+// a token that is byte for byte one its secret signed (HS256 over the literal
+// header and payload, the signature in canonical base64url: so issued by it,
+// and spelled as issued), unexpired, for its issuer and audience, returning
+// the checkoutId the token carries as cid and sub; another secret never
+// accepts it; every refusal is one of three fixed messages, which quote
+// nothing of the token.
 func FuzzCheckoutTokenVerify(f *testing.F) {
 	seeds := fuzzSeedTokens(f)
 	for _, s := range seeds {
@@ -167,6 +215,9 @@ func FuzzCheckoutTokenVerify(f *testing.F) {
 	other := fuzzTokens(f, fuzzOtherSecret, fuzzNow)
 	f.Fuzz(func(t *testing.T, token string) {
 		id, err := c.Verify(token)
+		if !wellSpelled(token) && (err == nil || err.Error() != "checkout token invalid") {
+			t.Fatalf("Verify(%q) = %q, %v; want checkout token invalid, before anything else", token, id, err)
+		}
 		if err != nil {
 			if id != "" {
 				t.Fatalf("Verify(%q) returned %q with the error %v", token, id, err)
@@ -181,9 +232,11 @@ func FuzzCheckoutTokenVerify(f *testing.F) {
 // FuzzCheckoutTokenIssueVerify: Issue refuses (INVALID_INPUT) exactly a
 // checkoutId that is not an identifier or a ttlSeconds outside
 // 1..MaxCheckoutTokenTTL; what it issues verifies as that checkoutId until
-// its expiry and not after, is refused by another secret, and after any
-// one-byte change is refused unless the change left the signed token as it
-// was (the same signing input and signature bytes).
+// its expiry and not after, is refused by another secret, and is refused,
+// with one of the fixed messages, after any one-byte change (flip != 0: the
+// byte at pos xor flip), one-byte insertion (flip before the byte at pos, or
+// at the end) or one-byte deletion (at pos): a token verifies only as the
+// exact bytes it was issued as.
 func FuzzCheckoutTokenIssueVerify(f *testing.F) {
 	f.Add("cart-42", 60, uint16(0), byte(1))
 	f.Add("cart-42", domain.DefaultCheckoutTTL, uint16(10), byte(0x20))
@@ -199,8 +252,24 @@ func FuzzCheckoutTokenIssueVerify(f *testing.F) {
 	f.Add("\xff", 60, uint16(0), byte(0))
 	f.Add("日本語のカート", 1, uint16(200), byte(0x80))
 	f.Add("a.b.c", 60, uint16(1), byte(0x03))
-
+	// The respellings base64 decoding forgives, at the signature's last
+	// character (its two unused bits) and in and after the signature.
 	c := fuzzTokens(f, fuzzSecret, fuzzNow)
+	for _, ttl := range []int{60, domain.DefaultCheckoutTTL} {
+		token, _, err := c.Issue("cart-42", &ttl)
+		if err != nil {
+			f.Fatal(err)
+		}
+		last, sig := uint16(len(token)-1), uint16(strings.LastIndexByte(token, '.')+1)
+		for _, v := range respellings(token)[6:] { // the unused bits set
+			f.Add("cart-42", ttl, last, token[last]^v[last])
+		}
+		f.Add("cart-42", ttl, uint16(len(token)), byte('\n'))
+		f.Add("cart-42", ttl, last, byte('\r'))
+		f.Add("cart-42", ttl, sig, byte('\n'))
+		f.Add("cart-42", ttl, sig+20, byte('='))
+	}
+
 	other := fuzzTokens(f, fuzzOtherSecret, fuzzNow)
 	f.Fuzz(func(t *testing.T, checkoutID string, ttl int, pos uint16, flip byte) {
 		token, expires, err := c.Issue(checkoutID, &ttl)
@@ -238,21 +307,27 @@ func FuzzCheckoutTokenIssueVerify(f *testing.F) {
 			t.Fatalf("a second after expiry: %v", err)
 		}
 
-		if flip == 0 {
-			return
+		i := int(pos) % len(token)
+		var mutations []string
+		if flip != 0 {
+			flipped := []byte(token)
+			flipped[i] ^= flip
+			mutations = append(mutations, string(flipped))
 		}
-		mutated := []byte(token)
-		i := int(pos) % len(mutated)
-		mutated[i] ^= flip
-		id, err := c.Verify(string(mutated))
-		if err != nil {
-			requireVerifyError(t, string(mutated), err)
-			return
-		}
-		orig, _ := splitToken(token)
-		got, ok := splitToken(string(mutated))
-		if !ok || got.input != orig.input || !bytes.Equal(got.sig, orig.sig) || id != checkoutID {
-			t.Fatalf("byte %d of %q changed to %q: verified as %q", i, token, mutated[i], id)
+		at := int(pos) % (len(token) + 1)
+		mutations = append(mutations, token[:at]+string([]byte{flip})+token[at:], token[:i]+token[i+1:])
+		for _, m := range mutations {
+			if m == token {
+				t.Fatalf("mutation of %q at %d with %#x left it as it was", token, pos, flip)
+			}
+			id, err := c.Verify(m)
+			if err == nil {
+				t.Fatalf("%q, a one-byte change (at %d, %#x) of the issued %q, verified as %q", m, pos, flip, token, id)
+			}
+			if id != "" {
+				t.Fatalf("Verify(%q) returned %q with the error %v", m, id, err)
+			}
+			requireVerifyError(t, m, err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,59 @@ func TestCheckoutTokensInput(t *testing.T) {
 	}
 	if _, err := NewCheckoutTokens([]byte("short")); err == nil {
 		t.Fatal("a short secret was accepted")
+	}
+}
+
+// TestCheckoutTokensOneSpelling: a token verifies only as Issue wrote it.
+// Base64 decoding skips "\r" and "\n" and ignores the two unused bits of a
+// 43-character signature's last character; Verify refuses those spellings,
+// and padding or any other character, with the message of a malformed token.
+func TestCheckoutTokensOneSpelling(t *testing.T) {
+	t.Parallel()
+	c := newTokens(t)
+	token, _, err := c.Issue("cart-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := c.Verify(token); err != nil || id != "cart-1" {
+		t.Fatalf("Verify(Issue) = %q, %v", id, err)
+	}
+	dot := strings.LastIndexByte(token, '.')
+	sig := token[dot+1:]
+	if len(sig) != 43 {
+		t.Fatalf("an HS256 signature is 43 characters of base64url, got %q", sig)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, sig[42])
+	if last < 0 || last&3 != 0 {
+		t.Fatalf("the signature's last character %q has unused bits set", sig[42])
+	}
+
+	variants := map[string]string{
+		"trailing LF":          token + "\n",
+		"trailing CRLF":        token + "\r\n",
+		"trailing CR":          token + "\r",
+		"LF in the signature":  token[:dot+20] + "\n" + token[dot+20:],
+		"CR in the signature":  token[:dot+1] + "\r" + token[dot+1:],
+		"CRLFs everywhere":     token[:dot+10] + "\r\n" + token[dot+10:dot+30] + "\n\r" + token[dot+30:],
+		"padded":               token + "=",
+		"leading space":        " " + token,
+		"trailing space":       token + " ",
+		"tab in the signature": token[:dot+5] + "\t" + token[dot+5:],
+		"NUL at the end":       token + "\x00",
+		"standard base64 +":    token[:dot+1] + "+" + sig[1:],
+		"standard base64 /":    token[:dot+1] + sig[:42] + "/",
+		"LF in the payload":    token[:dot-5] + "\n" + token[dot-5:],
+	}
+	for bits := 1; bits <= 3; bits++ {
+		variants[fmt.Sprintf("unused bits %02b", bits)] = token[:len(token)-1] + string(alphabet[last|bits])
+	}
+	for name, v := range variants {
+		if v == token {
+			t.Fatalf("%s: not a different spelling", name)
+		}
+		if id, err := c.Verify(v); err == nil || err.Error() != "checkout token invalid" {
+			t.Errorf("%s: Verify(%q) = %q, %v; want the error checkout token invalid", name, v, id, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package codefile
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -17,11 +18,16 @@ import (
 // MaxLineBytes bounds one line; a longer one aborts the import as malformed.
 const MaxLineBytes = 64 << 10
 
-// Lines yields each code field of r in order. The first non-blank line is
+// bom is the UTF-8 byte order mark (U+FEFF) that Excel and other Windows
+// tools write at the start of a CSV file.
+const bom = "\ufeff"
+
+// Lines yields each code field of r in order. A byte order mark at the very
+// start of the file is dropped (only there). The first non-blank line is
 // skipped when it is a header ("code", any case, optionally quoted).
 func Lines(r io.Reader) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		sc := bufio.NewScanner(r)
+		sc := bufio.NewScanner(skipBOM(r))
 		sc.Buffer(make([]byte, 0, 4096), MaxLineBytes)
 		first := true
 		for sc.Scan() {
@@ -44,6 +50,26 @@ func Lines(r io.Reader) iter.Seq2[string, error] {
 		}
 	}
 }
+
+// skipBOM returns r without a byte order mark at its very start. A file of
+// fewer bytes than a mark, or a read error within them, reads as it would
+// have: those bytes, then that error.
+func skipBOM(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(len(bom))
+	switch {
+	case string(head) == bom:
+		_, _ = br.Discard(len(bom))
+	case err != nil:
+		// Peek hands the error over: br would read r again after it.
+		return io.MultiReader(bytes.NewReader(bytes.Clone(head)), errReader{err})
+	}
+	return br
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // List yields codes given one per element, as the GraphQL codes argument
 // sends them.

@@ -45,8 +45,13 @@ func physicalLines(data []byte) []string {
 	return lines
 }
 
-// FuzzLines: for any input, Lines never panics; it fails the file only for a
-// line of more than MaxLineBytes (and then as its last word), and otherwise
+// utf8BOM is the byte order mark Lines drops from the very start of a file.
+const utf8BOM = "\xef\xbb\xbf"
+
+// FuzzLines: for any input, Lines never panics and reads it less one byte
+// order mark at its very start (a mark anywhere else is data): it fails the
+// file only for a line of more than MaxLineBytes (and then as its last word),
+// and otherwise
 // yields exactly one field per line, less one when the first non-blank field
 // is the "code" header. A line without a comma or quote is yielded as it is;
 // any other field is no longer than its line and has no newline, or is
@@ -60,15 +65,19 @@ func FuzzLines(f *testing.F) {
 		`"unterminated` + "\n", `a"b,c`, `"a""b",c`, `,,,`, "\"\n\"", "tab\tcode\n", "\x00\x01\x7f\n",
 		"\xff\xfe\n", "\ufeffcode\nX\n", "bare\rcr\n", strings.Repeat("y", 200) + "\n",
 		"  spaced code  \n", "ÄÖÜ-€\n", "a\r\r\n",
+		"\ufeff", "\xef\xbb", "\ufeff\ufeffcode\nX\n", "\ufeffX\nY\n", "X\n\ufeffcode\n", "\n\ufeffcode\nX\n",
+		"\ufeff\"code\",batch\r\nX,b\r\n", "\ufeff\n\ncode\nX",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte(strings.Repeat("x", MaxLineBytes+1)))
 	f.Add([]byte("ok\n" + strings.Repeat(",", MaxLineBytes-1) + "\nafter\n"))
+	f.Add([]byte(utf8BOM + strings.Repeat("x", MaxLineBytes) + "\n"))
+	f.Add([]byte(utf8BOM + strings.Repeat("x", MaxLineBytes+1) + "\n"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fields, err := parse(t, data)
-		lines := physicalLines(data)
+		lines := physicalLines(bytes.TrimPrefix(data, []byte(utf8BOM)))
 		longest := 0
 		for _, l := range lines {
 			longest = max(longest, len(l))
@@ -151,18 +160,23 @@ func fieldOf(line string) string {
 
 // FuzzLinesRoundTrip: codes that codecrypt.Clean accepts, written under a
 // "code" header one per line (plain, when they hold no comma or quote) or as
-// the first column of a CSV file (with encoding/csv, LF or CRLF), are read
-// back by Lines in order, each exactly as Clean stores it.
+// the first column of a CSV file (with encoding/csv, LF or CRLF), with or
+// without a byte order mark first (as Excel writes CSV), are read back by
+// Lines in order, each exactly as Clean stores it.
 func FuzzLinesRoundTrip(f *testing.F) {
-	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", false, false)
-	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", true, true)
-	f.Add("code\nCODE\nCode", false, false)
-	f.Add("a,b\n\"quoted\"\nx\"y", true, false)
-	f.Add("  padded  \nÄÖÜ €\n日本語-コード", true, false)
-	f.Add("\\.\n#comment\n-", true, true)
-	f.Add("a\x00b\n\xff\n"+strings.Repeat("z", codecrypt.MaxCodeLength+1), false, true)
+	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", false, false, false)
+	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", true, true, false)
+	f.Add("code\nCODE\nCode", false, false, false)
+	f.Add("a,b\n\"quoted\"\nx\"y", true, false, false)
+	f.Add("  padded  \nÄÖÜ €\n日本語-コード", true, false, false)
+	f.Add("\\.\n#comment\n-", true, true, false)
+	f.Add("a\x00b\n\xff\n"+strings.Repeat("z", codecrypt.MaxCodeLength+1), false, true, false)
+	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", true, true, true)
+	f.Add("GC25-AAAA-0001\nGC25-AAAA-0002", false, false, true)
+	f.Add("\ufeffcode\n\ufeffX", false, false, true)
+	f.Add("\ufeffa,b\n\"q\"", true, false, true)
 
-	f.Fuzz(func(t *testing.T, blob string, asCSV, crlf bool) {
+	f.Fuzz(func(t *testing.T, blob string, asCSV, crlf, bom bool) {
 		var codes []string
 		for _, candidate := range strings.Split(blob, "\n") {
 			code, err := codecrypt.Clean(candidate)
@@ -173,6 +187,9 @@ func FuzzLinesRoundTrip(f *testing.F) {
 		}
 
 		var file bytes.Buffer
+		if bom {
+			file.WriteString(utf8BOM)
+		}
 		eol := "\n"
 		if crlf {
 			eol = "\r\n"

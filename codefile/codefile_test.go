@@ -1,8 +1,11 @@
 package codefile
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func collect(t *testing.T, in string) []string {
@@ -36,5 +39,59 @@ func TestLines(t *testing.T) {
 	}
 	if !failed {
 		t.Fatal("an over-long line did not fail the file")
+	}
+}
+
+// TestLinesBOM: a byte order mark at the very start of a file (Excel writes
+// one before CSV) is dropped, so neither the header nor the first code is
+// lost; one anywhere else is data.
+func TestLinesBOM(t *testing.T) {
+	t.Parallel()
+	const bom = "\ufeff"
+	for _, tc := range []struct{ name, in, want string }{
+		{"header and codes", bom + "code\nAAA-1\nBBB-2\n", "AAA-1|BBB-2"},
+		{"CSV header, CRLF", bom + "code,batch\r\nAAA-1,b1\r\nBBB-2,b1\r\n", "AAA-1|BBB-2"},
+		{"quoted header", bom + `"code",batch` + "\nAAA-1,b1\n", "AAA-1"},
+		{"codes without header", bom + "AAA-1\nBBB-2", "AAA-1|BBB-2"},
+		{"CSV codes without header", bom + "AAA-1,b1\nBBB-2,b1\n", "AAA-1|BBB-2"},
+		{"blank lines before the header", bom + "\ncode\nAAA-1\n", "|AAA-1"},
+		{"only the first mark", bom + bom + "AAA-1\n", bom + "AAA-1"},
+		{"not on a later line", "AAA-1\n" + bom + "BBB-2\n", "AAA-1|" + bom + "BBB-2"},
+		{"not after a blank line", "\n" + bom + "code\nAAA-1\n", "|" + bom + "code|AAA-1"},
+	} {
+		if got := strings.Join(collect(t, tc.in), "|"); got != tc.want {
+			t.Errorf("%s: %q gave %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+	if got := collect(t, bom); len(got) != 0 {
+		t.Errorf("a file of only a mark gave %q", got)
+	}
+	if got := collect(t, "\xef\xbb"); len(got) != 1 || got[0] != "\xef\xbb" {
+		t.Errorf("a file of a partial mark gave %q", got)
+	}
+}
+
+// TestLinesReadError: a read error ends the codes read so far with that
+// error, also when it comes within the first bytes, where a mark is looked for.
+func TestLinesReadError(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	for _, in := range []string{"", "A", "\xef\xbb", "\ufeff", "\ufeffAAA-1\nB"} {
+		var got []string
+		var err error
+		for line, e := range Lines(io.MultiReader(strings.NewReader(in), iotest.ErrReader(boom))) {
+			if e != nil {
+				err = e
+				continue
+			}
+			got = append(got, line)
+		}
+		want := strings.Split(strings.TrimPrefix(in, "\ufeff"), "\n")
+		if want[0] == "" && len(want) == 1 {
+			want = nil
+		}
+		if !errors.Is(err, boom) || strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("%q then an error: %q, %v; want %q, %v", in, got, err, want, boom)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -60,13 +61,86 @@ func requireInvalidInput(t *testing.T, err error, field []string, line *int, inp
 	if !slices.Equal(e.Field, field) {
 		t.Fatalf("field %q, want %q (%v)", e.Field, field, e)
 	}
+	requireLine(t, e, line)
+	if e.SKU != "" || e.Available != nil {
+		t.Fatalf("INVALID_INPUT with SKU %q and Available %v: %v", e.SKU, e.Available, e)
+	}
+	requireQuietMessage(t, e.Message, inputs...)
+}
+
+func requireLine(t *testing.T, e *Error, line *int) {
+	t.Helper()
 	switch {
 	case line == nil && e.Line != nil:
 		t.Fatalf("line %d set for a request-level error %v", *e.Line, e)
 	case line != nil && (e.Line == nil || *e.Line != *line):
 		t.Fatalf("line %v, want %d (%v)", e.Line, *line, e)
 	}
+}
+
+// limitFault is the LIMIT_EXCEEDED error the oracle expects for a fair-use
+// limit: its field, line, SKU and available units (nil where the error has
+// none), the limit (which the message states) and the setting that configures
+// it (which the message names).
+type limitFault struct {
+	field     []string
+	line      *int
+	sku       string
+	available *int
+	limit     int
+	setting   string
+}
+
+// requireLimitExceeded checks that err is exactly the LIMIT_EXCEEDED error
+// want describes, with a bounded message that states the limit, names the
+// setting and quotes no over-long input.
+func requireLimitExceeded(t *testing.T, err error, want limitFault, inputs ...string) {
+	t.Helper()
+	e := requireLimitFault(t, err, want)
 	requireQuietMessage(t, e.Message, inputs...)
+}
+
+// requireLimitFault checks err as requireLimitExceeded does, but for the
+// message only that it states the limit and names the setting.
+func requireLimitFault(t *testing.T, err error, want limitFault) *Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want LIMIT_EXCEEDED at %v", want.field)
+	}
+	e, ok := err.(*Error)
+	if !ok {
+		t.Fatalf("error %T %v is not a *domain.Error", err, err)
+	}
+	if e.Code != CodeLimitExceeded {
+		t.Fatalf("code %s, want %s (%v)", e.Code, CodeLimitExceeded, e)
+	}
+	if !slices.Equal(e.Field, want.field) {
+		t.Fatalf("field %q, want %q (%v)", e.Field, want.field, e)
+	}
+	requireLine(t, e, want.line)
+	if e.SKU != want.sku {
+		t.Fatalf("SKU %q, want %q (%v)", e.SKU, want.sku, e)
+	}
+	switch {
+	case want.available == nil && e.Available != nil:
+		t.Fatalf("available %d set for %v", *e.Available, e)
+	case want.available != nil && (e.Available == nil || *e.Available != *want.available):
+		t.Fatalf("available %v, want %d (%v)", e.Available, *want.available, e)
+	}
+	if !strings.Contains(e.Message, strconv.Itoa(want.limit)) || !strings.Contains(e.Message, want.setting) {
+		t.Fatalf("message %q does not state the limit %d and the setting %s", e.Message, want.limit, want.setting)
+	}
+	return e
+}
+
+// positive maps a fuzzed int onto the positive ints a FairUse field holds
+// (the configuration never sets zero or less): itself when positive, else
+// -(v+1), at least 1, so that small negatives give small limits.
+func positive(v int) int {
+	if v >= 1 {
+		return v
+	}
+	return max(-(v + 1), 1)
 }
 
 // requireQuietMessage: a message is short, valid UTF-8, and does not contain
