@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -91,7 +92,7 @@ func authenticateSocket(authn *auth.Authenticator) transport.WebsocketInitFunc {
 			return ctx, nil, errors.New(reason)
 		}
 		if recheck != nil {
-			go watchCredential(ctx, actor, recheck, socketRecheckInterval)
+			watchCredential(ctx, actor, recheck, socketRecheckInterval)
 		}
 		return domain.WithActor(ctx, actor), nil, nil
 	}
@@ -107,28 +108,37 @@ const socketRecheckInterval = time.Second
 // credentials it was opened with no longer authenticate actor: the key was
 // revoked, the admin session ended, the checkout token expired. Checks that
 // fail for want of a database keep the socket: the credentials may be fine.
-// It ends with the socket.
+// It ends with the socket. A timer, not a goroutine, waits between checks, so
+// an idle socket costs no stack for it.
 func watchCredential(ctx context.Context, actor domain.Actor, recheck auth.Recheck, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	var mu sync.Mutex
+	var timer *time.Timer
+	check := func() {
+		if ctx.Err() != nil {
 			return
-		case <-tick.C:
 		}
 		now, err := recheck(ctx)
-		if err != nil || (now.Role == actor.Role && now.Name == actor.Name) {
-			continue
+		if err == nil && (now.Role != actor.Role || now.Name != actor.Name) {
+			reason := "credentials no longer valid"
+			if now.TokenProblem != "" {
+				reason = now.TokenProblem
+			}
+			if len(reason) > 120 { // a close reason is at most 123 bytes
+				reason = reason[:120]
+			}
+			socket.Close(ctx, socket.CloseUnauthenticated, reason)
+			return
 		}
-		reason := "credentials no longer valid"
-		if now.TokenProblem != "" {
-			reason = now.TokenProblem
-		}
-		if len(reason) > 120 { // a close reason is at most 123 bytes
-			reason = reason[:120]
-		}
-		socket.Close(ctx, socket.CloseUnauthenticated, reason)
-		return
+		mu.Lock()
+		timer.Reset(every)
+		mu.Unlock()
 	}
+	mu.Lock()
+	timer = time.AfterFunc(every, check)
+	mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer.Stop()
+		mu.Unlock()
+	})
 }

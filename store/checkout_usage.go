@@ -30,10 +30,21 @@ type checkoutUsage struct {
 // out and together pass a limit. With it the second counts after the first
 // committed or rolled back. The count runs in a statement after the lock is
 // granted, so in READ COMMITTED it sees what the first committed; both go in
-// one round trip.
+// one round trip (in a batch's, with its other statements).
 func lockCheckoutUsage(ctx context.Context, tx pgx.Tx, checkouts []string) (map[string]*checkoutUsage, error) {
-	checkouts = slices.Compact(slices.Sorted(slices.Values(checkouts)))
 	b := &pgx.Batch{}
+	usage := queueCheckoutUsage(b, checkouts)
+	return usage, tx.SendBatch(ctx, b).Close()
+}
+
+// queueCheckoutUsage queues lockCheckoutUsage's two statements on b; the map
+// it returns is filled when b's results are read (BatchResults.Close).
+func queueCheckoutUsage(b *pgx.Batch, checkouts []string) map[string]*checkoutUsage {
+	checkouts = slices.Compact(slices.Sorted(slices.Values(checkouts)))
+	usage := make(map[string]*checkoutUsage, len(checkouts))
+	for _, c := range checkouts {
+		usage[c] = &checkoutUsage{units: map[string]int{}}
+	}
 	b.Queue(`SELECT count(pg_advisory_xact_lock($2, hashtext(c))) FROM (SELECT c FROM unnest($1::text[]) AS c ORDER BY c) o`,
 		checkouts, checkoutLockSpace)
 	b.Queue(`
@@ -41,36 +52,23 @@ func lockCheckoutUsage(ctx context.Context, tx pgx.Tx, checkouts []string) (map[
 		FROM reservations r
 		JOIN reservation_lines l ON l.reservation_id = r.id
 		JOIN skus s ON s.id = l.sku_id
-		WHERE r.checkout_id = ANY($1) AND r.status = 'held' AND r.expires_at > clock_timestamp()`, checkouts)
-	results := tx.SendBatch(ctx, b)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, err
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, err
-	}
-	usage := make(map[string]*checkoutUsage, len(checkouts))
-	for _, c := range checkouts {
-		usage[c] = &checkoutUsage{units: map[string]int{}}
-	}
-	seen := map[string]bool{}
-	var checkout, id, sku string
-	var quantity int
-	_, err = pgx.ForEachRow(rows, []any{&checkout, &id, &sku, &quantity}, func() error {
-		u := usage[checkout]
-		if !seen[id] {
-			seen[id] = true
-			u.holds++
-		}
-		u.units[sku] += quantity
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return usage, results.Close()
+		WHERE r.checkout_id = ANY($1) AND r.status = 'held' AND r.expires_at > clock_timestamp()`, checkouts).
+		Query(func(rows pgx.Rows) error {
+			seen := map[string]bool{}
+			var checkout, id, sku string
+			var quantity int
+			_, err := pgx.ForEachRow(rows, []any{&checkout, &id, &sku, &quantity}, func() error {
+				u := usage[checkout]
+				if !seen[id] {
+					seen[id] = true
+					u.holds++
+				}
+				u.units[sku] += quantity
+				return nil
+			})
+			return err
+		})
+	return usage
 }
 
 // fairUseError says why a checkout with usage u may not also hold lines, or

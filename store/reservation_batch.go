@@ -74,15 +74,16 @@ type lockedBalance struct {
 }
 
 // reserveBatch makes the holds of a batch of single-line reserves in one
-// transaction, in five statements whatever the batch size:
+// transaction, in three round trips whatever the batch size:
 //
 //  1. insert every request's reservation row (ON CONFLICT DO NOTHING: a key
 //     that already names one is a replay, read after commit; the unique
 //     index makes a concurrent twin in another transaction wait, as in the
 //     basket path). A key twice in the batch is a replay of the first;
-//  2. lock the checkouts that fair-use limits bind (lockCheckoutUsage), then
-//     the batch's balance rows in (sku, location) order, the one lock order
-//     of every writer; a request past a limit leaves the batch refused;
+//  2. lock the checkouts that fair-use limits bind and read their live holds
+//     (queueCheckoutUsage), then the batch's balance rows in (sku, location)
+//     order, the one lock order of every writer — steps 1 and 2 are sent
+//     together, and a request past a limit leaves the batch refused;
 //  3. grant in arrival order while the balance has the units: the seeds'
 //     conditional claim, decided on locked rows. A request that cannot be
 //     granted from stock leaves the batch (its row is deleted): OUT_OF_STOCK
@@ -98,20 +99,18 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 	out := make([]batchOutcome, len(batch))
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		clear(out) // a retried transaction decides afresh
-		made, err := insertBatchReservations(ctx, tx, batch, out)
-		if err != nil || len(made) == 0 {
-			return err
-		}
-		usage, err := lockBatchCheckouts(ctx, tx, batch, made)
-		if err != nil {
-			return err
-		}
-		balances, err := lockBatchBalances(ctx, tx, batch, made)
-		if err != nil {
+		// Steps 1 and 2 in one round trip. The locks are taken for every
+		// request, replays included, since which are replays is known only
+		// from the insert's answer; a replay's locks cost a moment.
+		b := &pgx.Batch{}
+		made := queueBatchInsert(b, batch, out)
+		usage := queueBatchCheckouts(b, batch)
+		balances := queueBatchBalances(b, batch)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil || len(*made) == 0 {
 			return err
 		}
 		var held, refused []int
-		for _, i := range made {
+		for _, i := range *made {
 			l := batch[i].in.Lines[0]
 			u := usage[batch[i].in.CheckoutID]
 			if limits := batch[i].in.Limits; limits != nil {
@@ -159,16 +158,17 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 			jobs[j] = river.InsertManyParams{Args: ReservationExpiryArgs{ReservationID: out[i].res.ID},
 				InsertOpts: &river.InsertOpts{ScheduledAt: out[i].res.ExpiresAt}}
 		}
-		_, err = s.river.InsertManyTx(ctx, tx, jobs)
+		_, err := s.river.InsertManyTx(ctx, tx, jobs)
 		return err
 	})
 	return out, err
 }
 
-// insertBatchReservations inserts a reservation row per request whose key is
-// new, records it in out, and returns the indexes of the requests it made,
-// in arrival order; the others are replays.
-func insertBatchReservations(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out []batchOutcome) ([]int, error) {
+// queueBatchInsert queues the insert of a reservation row per request whose
+// key is new; when b's results are read it records each made row in out,
+// marks the others replays, and fills the returned indexes of the requests it
+// made, in arrival order.
+func queueBatchInsert(b *pgx.Batch, batch []*queuedReserve, out []batchOutcome) *[]int {
 	type key struct{ checkout, request string }
 	first := map[key]int{}
 	var checkouts, keys []string
@@ -183,80 +183,80 @@ func insertBatchReservations(ctx context.Context, tx pgx.Tx, batch []*queuedRese
 		first[k] = i
 		checkouts, keys, fps, ttls = append(checkouts, k.checkout), append(keys, k.request), append(fps, q.fp), append(ttls, int32(q.in.TTLSeconds))
 	}
-	rows, err := tx.Query(ctx, `
+	idx := new([]int)
+	b.Queue(`
 		INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
 		SELECT c, k, f, clock_timestamp() + make_interval(secs => t)
 		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) WITH ORDINALITY AS i(c, k, f, t, ord)
 		ORDER BY ord
 		ON CONFLICT (checkout_id, request_key) DO NOTHING
-		RETURNING id, checkout_id, request_key, expires_at, created_at`, checkouts, keys, fps, ttls)
-	if err != nil {
-		return nil, err
-	}
-	made := make([]bool, len(batch))
-	var r domain.Reservation
-	if _, err := pgx.ForEachRow(rows, []any{&r.ID, &r.CheckoutID, &r.RequestKey, &r.ExpiresAt, &r.CreatedAt}, func() error {
-		i := first[key{r.CheckoutID, r.RequestKey}]
-		made[i] = true
-		out[i].res = r
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	var idx []int
-	for i := range batch {
-		if made[i] {
-			idx = append(idx, i)
-		} else if out[i].route != routeReplay {
-			out[i].route = routeReplay // the key was taken before this batch
-		}
-	}
-	return idx, nil
+		RETURNING id, checkout_id, request_key, expires_at, created_at`, checkouts, keys, fps, ttls).
+		Query(func(rows pgx.Rows) error {
+			made := make([]bool, len(batch))
+			var r domain.Reservation
+			if _, err := pgx.ForEachRow(rows, []any{&r.ID, &r.CheckoutID, &r.RequestKey, &r.ExpiresAt, &r.CreatedAt}, func() error {
+				i := first[key{r.CheckoutID, r.RequestKey}]
+				made[i] = true
+				out[i].res = r
+				return nil
+			}); err != nil {
+				return err
+			}
+			for i := range batch {
+				if made[i] {
+					*idx = append(*idx, i)
+				} else {
+					out[i].route = routeReplay // in the batch twice, or taken before it
+				}
+			}
+			return nil
+		})
+	return idx
 }
 
-// lockBatchCheckouts locks the checkouts of the made requests that fair-use
-// limits bind and returns their usage (lockCheckoutUsage); nil when none is
-// bound.
-func lockBatchCheckouts(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, made []int) (map[string]*checkoutUsage, error) {
+// queueBatchCheckouts queues the lock and usage of the checkouts that
+// fair-use limits bind (queueCheckoutUsage); nil when none is bound.
+func queueBatchCheckouts(b *pgx.Batch, batch []*queuedReserve) map[string]*checkoutUsage {
 	var checkouts []string
-	for _, i := range made {
-		if batch[i].in.Limits != nil {
-			checkouts = append(checkouts, batch[i].in.CheckoutID)
+	for _, q := range batch {
+		if q.in.Limits != nil {
+			checkouts = append(checkouts, q.in.CheckoutID)
 		}
 	}
 	if len(checkouts) == 0 {
-		return nil, nil
+		return nil
 	}
-	return lockCheckoutUsage(ctx, tx, checkouts)
+	return queueCheckoutUsage(b, checkouts)
 }
 
-// lockBatchBalances locks the balance rows the made requests name, in
-// (sku, location) order, keyed by their codes. A pair without a row (unknown
-// SKU or location, or never stocked there) is absent.
-func lockBatchBalances(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, made []int) (map[[2]string]*lockedBalance, error) {
-	skus, locs := make([]string, len(made)), make([]string, len(made))
-	for j, i := range made {
-		skus[j], locs[j] = batch[i].in.Lines[0].SKU, *batch[i].in.Lines[0].Location
+// queueBatchBalances queues the lock of the balance rows the batch names, in
+// (sku, location) order, keyed by their codes when b's results are read. A
+// pair without a row (unknown SKU or location, or never stocked there) is
+// absent.
+func queueBatchBalances(b *pgx.Batch, batch []*queuedReserve) map[[2]string]*lockedBalance {
+	skus, locs := make([]string, len(batch)), make([]string, len(batch))
+	for i, q := range batch {
+		skus[i], locs[i] = q.in.Lines[0].SKU, *q.in.Lines[0].Location
 	}
-	rows, err := tx.Query(ctx, `
+	out := map[[2]string]*lockedBalance{}
+	b.Queue(`
 		SELECT b.sku_id, b.location_id, s.code, l.code, s.kind, b.on_hand, b.reserved, b.pending_supply - b.preordered
 		FROM (SELECT DISTINCT sku, loc FROM unnest($1::text[], $2::text[]) AS i(sku, loc)) i
 		JOIN skus s ON s.code = i.sku JOIN locations l ON l.code = i.loc
 		JOIN balances b ON b.sku_id = s.id AND b.location_id = l.id
 		ORDER BY b.sku_id, b.location_id
-		FOR NO KEY UPDATE OF b`, skus, locs)
-	if err != nil {
-		return nil, err
-	}
-	out := map[[2]string]*lockedBalance{}
-	var b lockedBalance
-	var sku, loc string
-	_, err = pgx.ForEachRow(rows, []any{&b.skuID, &b.locationID, &sku, &loc, &b.kind, &b.onHand, &b.reserved, &b.preorderable}, func() error {
-		c := b
-		out[[2]string{sku, loc}] = &c
-		return nil
-	})
-	return out, err
+		FOR NO KEY UPDATE OF b`, skus, locs).
+		Query(func(rows pgx.Rows) error {
+			var b lockedBalance
+			var sku, loc string
+			_, err := pgx.ForEachRow(rows, []any{&b.skuID, &b.locationID, &sku, &loc, &b.kind, &b.onHand, &b.reserved, &b.preorderable}, func() error {
+				c := b
+				out[[2]string{sku, loc}] = &c
+				return nil
+			})
+			return err
+		})
+	return out
 }
 
 // applyBatchHolds writes what the batch granted in one statement: each
