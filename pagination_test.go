@@ -108,7 +108,9 @@ func TestLocationsAreBounded(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			var p struct{ UserErrors []struct{ Code, Message string } }
+			var p struct {
+				UserErrors []struct{ Code, Message string }
+			}
 			if err := json.Unmarshal(r.Data["createLocation"], &p); err != nil {
 				t.Error(err)
 				return
