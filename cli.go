@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,57 +15,24 @@ import (
 	"inventory/store"
 )
 
-// tokenCommand implements "token create --role admin|service --name NAME" and
-// "token revoke NAME". A new secret is printed once, alone on the last line,
-// so scripts can take it with tail -n1; only its hash is stored.
-func tokenCommand(ctx context.Context, st *store.Store, args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: inventory token create --role admin|service --name NAME | inventory token revoke NAME")
-	}
-	switch args[0] {
-	case "create":
-		fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-		role := fs.String("role", "", "admin or service")
-		name := fs.String("name", "", "a unique name for the key, e.g. checkout-backend")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		secret, hash := auth.NewAPISecret()
-		if err := st.APIKeyCreate(ctx, *name, domain.Role(strings.ToUpper(*role)), hash); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "created %s key %q; the secret is shown only now:\n%s\n", strings.ToLower(*role), *name, secret)
-		return nil
-	case "revoke":
-		if len(args) != 2 {
-			return errors.New("usage: inventory token revoke NAME")
-		}
-		if err := st.APIKeyRevoke(ctx, args[1]); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "revoked key %q\n", args[1])
-		return nil
-	default:
-		return fmt.Errorf("unknown token command %q: use create or revoke", args[0])
-	}
-}
-
-// importCommand implements "import --sku S --location L --batch REF FILE"
-// ("-" reads standard input): the same import as the importCodes mutation.
-func importCommand(ctx context.Context, st *store.Store, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	sku := fs.String("sku", "", "CODES SKU to stock")
-	location := fs.String("location", "", "location code")
-	batch := fs.String("batch", "", "batch reference; importing it again changes nothing")
-	if err := fs.Parse(args); err != nil {
+// tokenCreate makes an admin or service key. A new secret is printed once,
+// alone on the last line, so scripts can take it with tail -n1; only its hash
+// is stored.
+func tokenCreate(ctx context.Context, st *store.Store, role domain.Role, name string, stdout io.Writer) error {
+	secret, hash := auth.NewAPISecret()
+	if err := st.APIKeyCreate(ctx, name, role, hash); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: inventory import --sku S --location L --batch REF FILE")
-	}
+	fmt.Fprintf(stdout, "created %s key %q; the secret is shown only now:\n%s\n", strings.ToLower(string(role)), name, secret)
+	return nil
+}
+
+// importCodes imports the codes in file ("-": standard input) as the
+// importCodes mutation does.
+func importCodes(ctx context.Context, st *store.Store, in domain.ImportCodesInput, file string, stdout io.Writer) error {
 	var src io.Reader = os.Stdin
-	if name := fs.Arg(0); name != "-" {
-		f, err := os.Open(name)
+	if file != "-" {
+		f, err := os.Open(file)
 		if err != nil {
 			return err
 		}
@@ -76,7 +41,7 @@ func importCommand(ctx context.Context, st *store.Store, args []string, stdout i
 	}
 	ctx = domain.WithActor(ctx, domain.Actor{Role: domain.RoleAdmin, Name: "cli:import"})
 	start := time.Now()
-	b, err := st.CodesImport(ctx, domain.ImportCodesInput{SKU: *sku, Location: *location, BatchRef: *batch}, codefile.Lines(src))
+	b, err := st.CodesImport(ctx, in, codefile.Lines(src))
 	if err != nil {
 		return err
 	}
@@ -85,9 +50,9 @@ func importCommand(ctx context.Context, st *store.Store, args []string, stdout i
 	return nil
 }
 
-// reconcileCommand prints every invariant that does not hold and fails when
-// there is one, so it can gate a deploy or page someone from cron.
-func reconcileCommand(ctx context.Context, st *store.Store, stdout io.Writer) error {
+// reconcile prints every invariant that does not hold and fails when there is
+// one, so it can gate a deploy or page someone from cron.
+func reconcile(ctx context.Context, st *store.Store, stdout io.Writer) error {
 	issues, err := st.Reconciliation(ctx)
 	if err != nil {
 		return err
@@ -102,9 +67,9 @@ func reconcileCommand(ctx context.Context, st *store.Store, stdout io.Writer) er
 	return nil
 }
 
-// demoCommand loads a small catalog into a database that has no locations yet,
+// loadDemo loads a small catalog into a database that has no locations yet,
 // so "make run" can be run again without piling up demo stock.
-func demoCommand(ctx context.Context, st *store.Store, stdout io.Writer) error {
+func loadDemo(ctx context.Context, st *store.Store, stdout io.Writer) error {
 	locs, err := st.LocationList(ctx)
 	if err != nil {
 		return err

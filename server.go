@@ -1,12 +1,14 @@
 // Command inventory is the inventory reservation server and its CLI:
 //
 //	inventory [serve]                          run the GraphQL server
-//	inventory migrate                          apply database migrations
+//	inventory migrate [status]                 apply (or list) database migrations
 //	inventory token create --role R --name N   create an admin/service key (secret on the last line)
 //	inventory token revoke NAME                revoke a key
 //	inventory import --sku S --location L --batch REF FILE   import codes for a CODES SKU
 //	inventory reconcile                        report stock invariants that do not hold
 //	inventory demo                             load the demo catalog into an empty database
+//	inventory version                          print the build's version and commit
+//	inventory help [COMMAND], COMMAND -h       usage; touches nothing
 //
 // Configuration comes from the environment; see config.go and README.md.
 package main
@@ -42,42 +44,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		var usage usageError
+		if errors.As(err, &usage) {
+			os.Exit(2) // run printed the error and the usage
+		}
 		fmt.Fprintln(os.Stderr, "inventory:", err)
 		os.Exit(1)
-	}
-}
-
-// run executes one CLI command; main and the tests call it.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	logger := newLogger(stderr, cfg.LogLevel)
-	cmd := "serve"
-	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "serve":
-		srv, err := startServer(ctx, cfg, logger)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "serving on %s (GraphiQL at /, API at /graphql)\n", srv.URL)
-		return srv.Wait()
-	case "migrate":
-		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return migrations.Up(ctx, pool, logger) })
-	case "token":
-		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return tokenCommand(ctx, store.New(pool), args, stdout) })
-	case "reconcile":
-		return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return reconcileCommand(ctx, store.New(pool), stdout) })
-	case "demo":
-		return withStore(ctx, cfg, func(st *store.Store) error { return demoCommand(ctx, st, stdout) })
-	case "import":
-		return withStore(ctx, cfg, func(st *store.Store) error { return importCommand(ctx, st, args, stdout) })
-	default:
-		return fmt.Errorf("unknown command %q; commands: serve, migrate, token create|revoke, import, reconcile, demo", cmd)
 	}
 }
 
@@ -120,8 +92,12 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		}
 	}()
 	if cfg.MigrateOnStart {
-		if err := migrations.Up(ctx, db.api, logger); err != nil {
+		applied, err := migrations.Up(ctx, db.api, logger)
+		if err != nil {
 			return nil, err
+		}
+		if len(applied) > 0 {
+			logger.Info("applied migrations", "count", len(applied), "last", applied[len(applied)-1].String())
 		}
 	}
 	// One store per pool: what requests do, what jobs do, what the relay

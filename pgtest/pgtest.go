@@ -83,6 +83,26 @@ func NewDatabase(t testing.TB) string {
 	return withDatabase(t, base, name)
 }
 
+// NewEmptyDatabase creates a database with no schema at all (not migrated),
+// drops it when the test ends, and returns its connection URL: for tests of
+// what happens before `inventory migrate`.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	base := URL(t)
+	name := "inventory_test_" + randomHex(8)
+	admin := connect(t, base)
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := dropDatabase(base, name); err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(t, base, name)
+}
+
 // NewPool is NewDatabase plus a pool on it, closed when the test ends.
 // Commits do not wait for the WAL flush: durability is not what tests test.
 func NewPool(t testing.TB) *pgxpool.Pool {
@@ -159,7 +179,7 @@ func ensureTemplate(ctx context.Context, base string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = migrations.Up(ctx, pool, slog.New(slog.DiscardHandler))
+	_, err = migrations.Up(ctx, pool, slog.New(slog.DiscardHandler))
 	pool.Close()
 	if err != nil {
 		return "", fmt.Errorf("migrate template: %w", err)

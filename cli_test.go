@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/pgtest"
+)
+
+// cliRun runs one command line with env as the whole environment.
+func cliRun(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+// tablesIn counts the tables of every schema but the system's: what any
+// migration, key or row would have needed.
+func tablesIn(t *testing.T, url string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHelpTouchesNothing: for every command, -h, --help and `help COMMAND`
+// print its usage and succeed without any setting, and with a database
+// configured they leave it untouched (no migration, key or row).
+func TestHelpTouchesNothing(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyDatabase(t)
+	commands := [][]string{{}, {"serve"}, {"migrate"}, {"migrate", "status"}, {"token"}, {"token", "create"},
+		{"token", "revoke"}, {"import"}, {"reconcile"}, {"demo"}, {"version"}}
+	for _, env := range []map[string]string{{}, {"DATABASE_URL": url, "INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32),
+		"INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey, "LISTEN_ADDR": "127.0.0.1:0"}} {
+		for _, cmd := range commands {
+			for _, form := range [][]string{append(append([]string{}, cmd...), "-h"), append(append([]string{}, cmd...), "--help"), append([]string{"help"}, cmd...)} {
+				stdout, stderr, err := cliRun(t, env, form...)
+				if err != nil || !strings.Contains(stdout, "Usage:") || stderr != "" {
+					t.Fatalf("inventory %s: err %v, stderr %q, stdout %q", strings.Join(form, " "), err, stderr, stdout)
+				}
+			}
+		}
+	}
+	if n := tablesIn(t, url); n != 0 {
+		t.Fatalf("help created %d tables", n)
+	}
+}
+
+// TestCommandLineErrors: unknown commands and flags, and missing or extra
+// arguments, print the error and the usage and are usage errors (exit 2);
+// invalid settings are reported by name, for commands that need them only.
+func TestCommandLineErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"bogus"}, {"--bogus"}, {"migrate", "extra"}, {"token"}, {"token", "revoke"},
+		{"token", "create", "--name", "x"}, {"token", "create", "--role", "root", "--name", "x"}, {"import", "--sku", "S"}, {"version", "now"}} {
+		_, stderr, err := cliRun(t, map[string]string{}, args...)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(stderr, "Usage:") {
+			t.Errorf("inventory %s: err %v (want a usage error), stderr %q", strings.Join(args, " "), err, stderr)
+		}
+	}
+	_, _, err := cliRun(t, map[string]string{}, "reconcile")
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is required") {
+		t.Fatalf("reconcile without DATABASE_URL: %v", err)
+	}
+	var usage usageError
+	if errors.As(err, &usage) {
+		t.Fatal("a missing setting is not a usage error")
+	}
+	stdout, _, err := cliRun(t, map[string]string{}, "version")
+	if err != nil || !strings.HasPrefix(stdout, "inventory ") || !strings.Contains(stdout, "commit") {
+		t.Fatalf("version: %q %v", stdout, err)
+	}
+}
+
+// TestMigrateReports: migrate lists what it applied, then says it is up to
+// date; migrate status lists every migration as pending before and applied
+// after.
+func TestMigrateReports(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.NewEmptyDatabase(t)}
+	out, _, err := cliRun(t, env, "migrate", "status")
+	if err != nil || !strings.Contains(out, "pending   inventory   1  00001_foundation.sql") || !strings.Contains(out, "\n0 of ") {
+		t.Fatalf("status before: %v\n%s", err, out)
+	}
+	out, _, err = cliRun(t, env, "migrate")
+	if err != nil || !strings.Contains(out, "applied   river") || !strings.Contains(out, "applied   inventory   7  00007_stock_events_head.sql") {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	out, _, err = cliRun(t, env, "migrate")
+	if err != nil || strings.TrimSpace(out) != "up to date: nothing to apply" {
+		t.Fatalf("migrate again: %v\n%s", err, out)
+	}
+	out, _, err = cliRun(t, env, "migrate", "status")
+	if err != nil || strings.Contains("\n"+out, "\npending ") || !strings.Contains(out, " 0 pending") {
+		t.Fatalf("status after: %v\n%s", err, out)
+	}
+}
+
+// TestCLIErrorsNameNoPackages: a refused command says what was wrong in the
+// user's terms, not which Go function refused it.
+func TestCLIErrorsNameNoPackages(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	file := filepath.Join(t.TempDir(), "codes.txt")
+	if err := os.WriteFile(file, []byte("code\nAAAA-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := cliRun(t, ts.env, "import", "--sku", "NOPE", "--location", "AMS", "--batch", "B1", file)
+	if err == nil || strings.Contains(err.Error(), "store.") || strings.Contains(err.Error(), "UNKNOWN_SKU") || !strings.Contains(err.Error(), "NOPE") {
+		t.Fatalf("import of an unknown SKU: %v", err)
+	}
+	_, _, err = cliRun(t, ts.env, "token", "revoke", "no-such-key")
+	if err == nil || strings.Contains(err.Error(), "store.") {
+		t.Fatalf("revoke of an unknown key: %v", err)
+	}
+}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"inventory/domain"
+	"inventory/migrations"
+	"inventory/store"
+)
+
+// usageError is a command line that does not parse: unknown command or flag,
+// missing or extra arguments. main exits 2 for it, after the usage.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// version is set at build time (-ldflags "-X main.version=v1.2.3"); otherwise
+// the module version from the build info, or "devel".
+var version = ""
+
+// environmentHelp is the part of every command's help that says where its
+// settings come from.
+const environmentHelp = `
+
+Environment:
+  DATABASE_URL              PostgreSQL URL (make run sets it up; see .data/dev.env)
+  INVENTORY_TOKEN_SECRET    secret for checkout tokens, at least 32 bytes (serve)
+  INVENTORY_CODES_KEY       code encryption keys id:base64[,…] (serve, import, demo)
+  INVENTORY_CODES_HMAC_KEY  code fingerprint key, base64 (serve, import, demo)
+  Every other setting is listed in README.md, "Configuration".`
+
+// run executes one command line; main and the tests call it. Help never
+// needs a setting or touches a database: configuration is read by each
+// command when it runs.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	root := newRootCommand(ctx, getenv, stdout, stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return nil
+	}
+	var usage usageError
+	if errors.As(err, &usage) || isCobraUsageError(err) {
+		fmt.Fprintf(stderr, "%s\n\n%s", err, cmd.UsageString())
+		return usageError{err}
+	}
+	return err
+}
+
+// isCobraUsageError recognizes cobra's own complaints about a command line,
+// which it returns as plain errors.
+func isCobraUsageError(err error) bool {
+	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag", "flag needs an argument", "invalid argument"} {
+		if strings.HasPrefix(err.Error(), prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// newRootCommand builds the CLI: "inventory" alone serves.
+func newRootCommand(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	// config reads the environment when a command runs, never for help.
+	config := func() (config, *slog.Logger, error) {
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return cfg, nil, err
+		}
+		return cfg, newLogger(stderr, cfg.LogLevel), nil
+	}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the GraphQL server (the default command)",
+		Long: `Run the GraphQL server: GraphiQL at /, the API at /graphql, /admin, /metrics,
+/healthz and /readyz, on LISTEN_ADDR (default :8080). Pending migrations are
+applied first unless INVENTORY_MIGRATE_ON_START=false. SIGINT or SIGTERM
+drains in-flight requests and stops.` + environmentHelp,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, logger, err := config()
+			if err != nil {
+				return err
+			}
+			srv, err := startServer(ctx, cfg, logger)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "serving on %s (GraphiQL at /, API at /graphql)\n", srv.URL)
+			return srv.Wait()
+		},
+	}
+	root := &cobra.Command{
+		Use:   "inventory",
+		Short: "Inventory reservation server and its command line",
+		Long: `inventory is the inventory reservation server (a GraphQL API on PostgreSQL) and
+its command line. Without a command it serves.` + environmentHelp,
+		Args:          noArgs,
+		RunE:          serve.RunE,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Completions of the commands themselves are enough.
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(serve, migrateCommand(ctx, config, stdout), tokenCommands(ctx, config, stdout),
+		importCommand(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
+		versionCommand(stdout))
+	return root
+}
+
+// noArgs refuses arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		if cmd.HasSubCommands() {
+			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))}
+	}
+	return nil
+}
+
+// exactArgs wants n arguments, named in the usage line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s needs %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
+		}
+		return nil
+	}
+}
+
+type configFunc func() (config, *slog.Logger, error)
+
+func migrateCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations (River's, then the server's)",
+		Long: `Apply every pending migration, River's then the server's, and list what was
+applied. Safe while other instances run or migrate: they queue on a lock.` + environmentHelp,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, logger, err := config()
+			if err != nil {
+				return err
+			}
+			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+				applied, err := migrations.Up(ctx, pool, quiet(logger))
+				for _, m := range applied {
+					fmt.Fprintf(stdout, "applied   %s\n", m)
+				}
+				if err != nil {
+					return err
+				}
+				if len(applied) == 0 {
+					fmt.Fprintln(stdout, "up to date: nothing to apply")
+				}
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "List every migration and whether the database has it",
+		Long:  `List every migration this binary knows and whether the database has it. Changes nothing.` + environmentHelp,
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+				all, err := migrations.Status(ctx, pool)
+				if err != nil {
+					return err
+				}
+				pending := 0
+				for _, m := range all {
+					state := "applied"
+					if !m.Applied {
+						state, pending = "pending", pending+1
+					}
+					fmt.Fprintf(stdout, "%-9s %s\n", state, m)
+				}
+				fmt.Fprintf(stdout, "%d of %d applied, %d pending\n", len(all)-pending, len(all), pending)
+				return nil
+			})
+		},
+	})
+	return cmd
+}
+
+// quiet keeps River's and goose's own progress lines out of the migrate
+// command's output, which lists what was applied itself.
+func quiet(logger *slog.Logger) *slog.Logger {
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		return logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func tokenCommands(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	token := &cobra.Command{
+		Use:   "token",
+		Short: "Create or revoke admin and service API keys",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return usageError{errors.New("token needs a command: create or revoke")} },
+	}
+	var role, name string
+	create := &cobra.Command{
+		Use:   "create --role admin|service --name NAME",
+		Short: "Create an API key; its secret is printed once, alone on the last line",
+		Long: `Create an admin or service API key. The secret is printed once, alone on the
+last line of standard output (take it with tail -n1); only its hash is stored.
+Names are unique among live keys.` + environmentHelp,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			r := domain.Role(strings.ToUpper(role))
+			if r != domain.RoleAdmin && r != domain.RoleService {
+				return usageError{fmt.Errorf("--role must be admin or service, got %q", role)}
+			}
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+				return cliError(tokenCreate(ctx, store.New(pool), r, name, stdout))
+			})
+		},
+	}
+	create.Flags().StringVar(&role, "role", "", "admin or service (required)")
+	create.Flags().StringVar(&name, "name", "", "a unique name for the key, e.g. checkout-backend (required)")
+	_ = create.MarkFlagRequired("role")
+	_ = create.MarkFlagRequired("name")
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke the live API key called NAME",
+		Long: `Revoke the live API key called NAME. Every instance refuses it within
+INVENTORY_KEY_CACHE_TTL (500 ms); its WebSockets and /admin sessions close.` + environmentHelp,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+				if err := store.New(pool).APIKeyRevoke(ctx, args[0]); err != nil {
+					return cliError(err)
+				}
+				fmt.Fprintf(stdout, "revoked key %q\n", args[0])
+				return nil
+			})
+		},
+	}
+	token.AddCommand(create, revoke)
+	return token
+}
+
+func importCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	var in domain.ImportCodesInput
+	cmd := &cobra.Command{
+		Use:   "import --sku SKU --location LOC --batch REF FILE",
+		Short: "Import unit codes (gift cards, keys) for a CODES SKU from a file",
+		Long: `Import unit codes for a CODES SKU from FILE ("-" reads standard input): one
+code per line, or CSV with the code in the first column; a "code" header line
+is skipped. The same import as the importCodes mutation: codes are encrypted,
+duplicates and rejected lines are counted, waiting pre-orders are filled, and
+importing the same batch again changes nothing.` + environmentHelp,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withStore(ctx, cfg, func(st *store.Store) error { return cliError(importCodes(ctx, st, in, args[0], stdout)) })
+		},
+	}
+	cmd.Flags().StringVar(&in.SKU, "sku", "", "the CODES SKU to stock (required)")
+	cmd.Flags().StringVar(&in.Location, "location", "", "location code (required)")
+	cmd.Flags().StringVar(&in.BatchRef, "batch", "", "batch reference; importing it again changes nothing (required)")
+	for _, f := range []string{"sku", "location", "batch"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+func reconcileCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reconcile",
+		Short: "Check every balance against its ledger; exit 1 if any disagrees",
+		Long: `Check every balance against the ledger and the codes, print each invariant that
+does not hold, and exit 1 if there is one (for cron or a deploy gate).` + environmentHelp,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return reconcile(ctx, store.New(pool), stdout) })
+		},
+	}
+}
+
+func demoCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Load the demo catalog into a database without locations",
+		Long: `Load a small demo catalog (2 locations, 5 SKUs, 20 gift-card codes) into a
+database that has no locations yet; otherwise do nothing.` + environmentHelp,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withStore(ctx, cfg, func(st *store.Store) error { return cliError(loadDemo(ctx, st, stdout)) })
+		},
+	}
+}
+
+func versionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the build's version and commit",
+		Args:  noArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintln(stdout, versionString())
+		},
+	}
+}
+
+// versionString is "inventory VERSION (commit REV[, modified], GOVERSION)".
+func versionString() string {
+	v, commit, dirty, goVersion := version, "unknown", "", "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		goVersion = info.GoVersion
+		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				commit = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = ", modified"
+			}
+		}
+	}
+	if v == "" {
+		v = "devel"
+	}
+	return fmt.Sprintf("inventory %s (commit %s%s, %s)", v, commit, dirty, goVersion)
+}
+
+// cliError says what went wrong in the user's terms: a business refusal by
+// its message alone (not "store.CodesImport: UNKNOWN_SKU: …").
+func cliError(err error) error {
+	if e, ok := domain.AsError(err); ok {
+		return errors.New(e.Message)
+	}
+	return err
+}
