@@ -214,7 +214,9 @@ func tokenCommands(ctx context.Context, config configFunc, stdout io.Writer) *co
 		Use:   "token",
 		Short: "Create or revoke admin and service API keys",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usageError{errors.New("token needs a command: create or revoke")} },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError{errors.New("token needs a command: create or revoke")}
+		},
 	}
 	var role, name string
 	create := &cobra.Command{
