@@ -132,3 +132,31 @@ func TestCLIErrorsNameNoPackages(t *testing.T) {
 		t.Fatalf("revoke of an unknown key: %v", err)
 	}
 }
+
+// TestSettingsAndUnmigratedDatabase: invalid settings are refused with the
+// allowed values; serving an unmigrated database without migrating on start
+// says to run `inventory migrate` instead of failing on a missing table.
+func TestSettingsAndUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]string{
+		"INVENTORY_LOG_LEVEL=verbose":   "INVENTORY_LOG_LEVEL must be debug, info, warn or error",
+		"INVENTORY_RUN_JOBS=maybe":      "INVENTORY_RUN_JOBS must be true or false",
+		"INVENTORY_MIGRATE_ON_START=on": "INVENTORY_MIGRATE_ON_START must be true or false",
+		"INVENTORY_SWEEP_INTERVAL=soon": "INVENTORY_SWEEP_INTERVAL must be a positive duration such as 30s",
+	} {
+		k, v, _ := strings.Cut(env, "=")
+		_, _, err := cliRun(t, map[string]string{"DATABASE_URL": "postgres://unused", k: v}, "serve")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+	url := pgtest.NewEmptyDatabase(t)
+	_, _, err := cliRun(t, map[string]string{"DATABASE_URL": url, "INVENTORY_MIGRATE_ON_START": "false", "LISTEN_ADDR": "127.0.0.1:0",
+		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32), "INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey}, "serve")
+	if err == nil || !strings.Contains(err.Error(), "run `inventory migrate`") || strings.Contains(err.Error(), "SQLSTATE") {
+		t.Fatalf("serve on an unmigrated database: %v", err)
+	}
+	if n := tablesIn(t, url); n != 0 {
+		t.Fatalf("serve without migrating created %d tables", n)
+	}
+}

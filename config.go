@@ -94,6 +94,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		return n
 	}
+	boolean := func(name string, def bool) bool {
+		switch v := getenv(name); v {
+		case "":
+			return def
+		case "true", "1", "yes":
+			return true
+		case "false", "0", "no":
+			return false
+		default:
+			errs = append(errs, fmt.Errorf("%s must be true or false, got %q", name, v))
+			return def
+		}
+	}
 	dur := func(name string, def time.Duration) time.Duration {
 		v := getenv(name)
 		if v == "" {
@@ -119,12 +132,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		MaxUploadBytes:     num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
 		MaxComplexity:      int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
 		ShutdownTimeout:    dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
-		MigrateOnStart:     str("INVENTORY_MIGRATE_ON_START", "true") == "true",
+		MigrateOnStart:     boolean("INVENTORY_MIGRATE_ON_START", true),
 		ReconcileInterval:  dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
 		SweepInterval:      dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
 		SweepGrace:         dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
 		JobWorkers:         int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
-		RunJobs:            str("INVENTORY_RUN_JOBS", "true") == "true",
+		RunJobs:            boolean("INVENTORY_RUN_JOBS", true),
 		EventsRetention:    dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
 		Events: events.Config{
 			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),
@@ -206,6 +219,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg.Subscriptions = api.SubscriptionCaps{
 		PerSocket: int(min(num("INVENTORY_WS_MAX_SUBSCRIPTIONS", 20), 100_000)),
 		PerCaller: int(min(num("INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", 200), 10_000_000)),
+	}
+	switch cfg.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("INVENTORY_LOG_LEVEL must be debug, info, warn or error, got %q", cfg.LogLevel))
 	}
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.

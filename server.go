@@ -100,6 +100,17 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 			logger.Info("applied migrations", "count", len(applied), "last", applied[len(applied)-1].String())
 		}
 	}
+	// Without migrations on start, a database that is behind is refused in
+	// words, before anything reads a table that may not be there.
+	if !cfg.MigrateOnStart {
+		reason, err := migrations.Pending(ctx, db.api)
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" {
+			return nil, fmt.Errorf("the database is not migrated (%s) and INVENTORY_MIGRATE_ON_START=false", reason)
+		}
+	}
 	// One store per pool: what requests do, what jobs do, what the relay
 	// does, each on connections of its own.
 	st := store.New(db.api)

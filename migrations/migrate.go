@@ -132,7 +132,7 @@ func Pending(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", fmt.Errorf("migrations: river validate: %w", err)
 	}
 	if !res.OK {
-		return fmt.Sprintf("river: %v", res.Messages), nil
+		return fmt.Sprintf("River's schema is behind: %v; run `inventory migrate`", res.Messages), nil
 	}
 	provider, closeDB, err := newProvider(pool, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -144,7 +144,7 @@ func Pending(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", fmt.Errorf("migrations: versions: %w", err)
 	}
 	if current < target {
-		return fmt.Sprintf("schema at version %d, binary expects %d", current, target), nil
+		return fmt.Sprintf("schema at version %d, this binary needs %d: run `inventory migrate`", current, target), nil
 	}
 	return "", nil
 }
