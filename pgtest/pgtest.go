@@ -60,7 +60,7 @@ func NewDatabase(t testing.TB) string {
 	if templateErr != nil {
 		t.Fatalf("pgtest: template: %v", templateErr)
 	}
-	name := "inventory_test_" + randomHex(8)
+	name := testDatabaseName()
 	admin := connect(t, base)
 	defer admin.Close(ctx)
 	// CREATE DATABASE fails if another session is connected to the template at
@@ -83,13 +83,26 @@ func NewDatabase(t testing.TB) string {
 	return withDatabase(t, base, name)
 }
 
+// runID names this test run's databases: INVENTORY_TEST_RUN when make test
+// sets it (it drops that run's leftovers, and only those, at the end), else
+// one per test process.
+var runID = sync.OnceValue(func() string {
+	if id := os.Getenv("INVENTORY_TEST_RUN"); id != "" {
+		return id
+	}
+	return "p" + randomHex(4)
+})
+
+// testDatabaseName is a fresh database name of this run.
+func testDatabaseName() string { return "inventory_test_" + runID() + "_" + randomHex(6) }
+
 // NewEmptyDatabase creates a database with no schema at all (not migrated),
 // drops it when the test ends, and returns its connection URL: for tests of
 // what happens before `inventory migrate`.
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
 	base := URL(t)
-	name := "inventory_test_" + randomHex(8)
+	name := testDatabaseName()
 	admin := connect(t, base)
 	defer admin.Close(context.Background())
 	if _, err := admin.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # pgup.sh finds or starts a PostgreSQL, makes sure the project's role and database
 # exist, and prints a DATABASE_URL for it as the only line on stdout. Progress goes
-# to stderr. Order of preference:
+# to stderr. In order:
 #
-#   1. $DATABASE_URL, if it answers;
-#   2. the machine's Debian cluster (pg_lsclusters), started if it is down;
-#   3. a private cluster under ./.data/pg made with initdb (as root it runs as the
-#      "postgres" user, creating it if needed);
-#   4. as root on Debian: apt-get install postgresql, then 2.
+#   1. $DATABASE_URL, if set: it must answer, or this stops and says so (it never
+#      quietly uses another database instead);
+#   2. a private cluster of this checkout under ./.data/pg, made with initdb and
+#      started on 127.0.0.1 (port: $INVENTORY_PG_PORT, else one derived from the
+#      checkout's path) if it is not running. As
+#      root it runs as the "postgres" user (created if needed), and lives under
+#      /var/tmp when that user cannot reach ./.data;
+#   3. as root on Debian without initdb: apt-get install postgresql, then 2.
 #
-# Otherwise it stops and says what to install or set.
+# It configures and restarts only the cluster it made itself; a PostgreSQL of
+# the machine's is used only through DATABASE_URL, untouched.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DB_NAME=${INVENTORY_DB_NAME:-inventory}
 ROLE=inventory
 PASSWORD=inventory
-PRIVATE_PORT=${INVENTORY_PG_PORT:-54329}
+# Each checkout's cluster gets a port of its own (two clones side by side must
+# not meet on one), 54329..54928, unless INVENTORY_PG_PORT says otherwise.
+PRIVATE_PORT=${INVENTORY_PG_PORT:-$((54329 + $(echo "$ROOT" | cksum | cut -d' ' -f1) % 600))}
 MIN_CONNECTIONS=300
 
 log() { echo "pgup: $*" >&2; }
@@ -50,42 +56,6 @@ SQL
     "$@" -v ON_ERROR_STOP=1 -qc "CREATE DATABASE \"$DB_NAME\" OWNER $ROLE" >/dev/null
     log "created database $DB_NAME"
   fi
-}
-
-# ensure_connections raises max_connections (parallel tests each open pools) and
-# reports whether a restart is needed.
-needs_more_connections() {
-  local have
-  have=$("$@" -Atqc "SHOW max_connections")
-  if [ "$have" -lt "$MIN_CONNECTIONS" ]; then
-    "$@" -qc "ALTER SYSTEM SET max_connections = $MIN_CONNECTIONS" >/dev/null
-    return 0
-  fi
-  return 1
-}
-
-debian_cluster() {
-  command -v pg_lsclusters >/dev/null 2>&1 || return 1
-  local line ver name port status owner
-  line=$(pg_lsclusters --no-header 2>/dev/null | head -n 1)
-  [ -n "$line" ] || return 1
-  read -r ver name port status owner _ <<<"$line"
-  if [ "$(id -u)" != 0 ] && [ "$(id -un)" != "$owner" ]; then
-    answers "$(url_for "$port" "$DB_NAME")" && { url_for "$port" "$DB_NAME"; return 0; }
-    log "Debian cluster $ver/$name belongs to $owner; not root, so not using it"
-    return 1
-  fi
-  if [ "$status" != online ]; then
-    log "starting Debian cluster $ver/$name on port $port"
-    pg_ctlcluster "$ver" "$name" start >&2
-  fi
-  local psql_su=(as_owner "$owner" psql -p "$port" -d postgres)
-  if needs_more_connections "${psql_su[@]}"; then
-    log "raising max_connections to $MIN_CONNECTIONS; restarting $ver/$name"
-    pg_ctlcluster "$ver" "$name" restart >&2
-  fi
-  ensure_role_and_db "${psql_su[@]}"
-  url_for "$port" "$DB_NAME"
 }
 
 find_initdb() {
@@ -135,12 +105,11 @@ install_postgres() {
 
 if [ -n "${DATABASE_URL:-}" ]; then
   if answers "$DATABASE_URL"; then echo "$DATABASE_URL"; exit 0; fi
-  log "DATABASE_URL is set but does not answer; looking for a local PostgreSQL"
+  safe=$(echo "$DATABASE_URL" | sed -E 's#//([^:@/]*):[^@/]*@#//\1:***@#')
+  die "DATABASE_URL ($safe) does not answer. Start that PostgreSQL, fix the URL, or unset DATABASE_URL to use a private cluster under ./.data."
 fi
-command -v psql >/dev/null 2>&1 || install_postgres || true
-debian_cluster && exit 0
 private_cluster && exit 0
 if install_postgres; then
-  debian_cluster && exit 0
+  private_cluster && exit 0
 fi
-die "no PostgreSQL found. Install PostgreSQL 15+ (Debian: apt-get install postgresql; or put initdb on PATH), or set DATABASE_URL to a reachable database whose role may CREATE DATABASE."
+die "no PostgreSQL found. Install PostgreSQL 15+ (Debian: apt-get install postgresql; or put initdb on PATH), or set DATABASE_URL to a reachable database whose role may CREATE DATABASE (the tests open many connections: max_connections of at least $MIN_CONNECTIONS)."

@@ -1,48 +1,74 @@
 #!/usr/bin/env bash
-# run.sh is "make run": find or start PostgreSQL, migrate, load the demo catalog
-# once, mint a development admin token, print how to reach the server, serve.
+# run.sh is "make run": check the port, find or start PostgreSQL, migrate, load
+# the demo catalog once, mint a development admin key, print how to reach the
+# server, serve.
+#
+# Nothing here stops or changes a server that is already running: a second
+# make run on a port in use stops before doing anything, and keys are only
+# ever added, never revoked. Settings and the newest admin key are kept in
+# $INVENTORY_DEV_DIR/dev.env (default .data/dev.env, ignored by git), which a
+# second shell loads with: set -a; . .data/dev.env; set +a
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DEV_DIR=${INVENTORY_DEV_DIR:-.data}
+DEV_ENV=$DEV_DIR/dev.env
+
+die() { echo "make run: $*" >&2; exit 1; }
+
+LISTEN_ADDR=${LISTEN_ADDR:-:8080}
+PORT=${LISTEN_ADDR##*:}
+HOST=${LISTEN_ADDR%:*}
+HOST=${HOST:-127.0.0.1}
+if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then
+  die "port $PORT is in use (another make run?). Stop that server, or choose another port: LISTEN_ADDR=:8081 make run"
+fi
+
 DATABASE_URL=$(scripts/pgup.sh)
 export DATABASE_URL
-mkdir -p .data
+mkdir -p "$DEV_DIR"
 
-# Development secrets are generated once and kept in .data/dev.env (ignored by
-# git). Variables already set in the environment win.
+# Development secrets are generated once and kept in dev.env. Variables
+# already set in the environment win.
 key() { head -c 32 /dev/urandom | base64 | tr -d '\n'; }
-if [ ! -f .data/dev.env ]; then
-  umask 077
-  {
-    echo "INVENTORY_TOKEN_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
-  } > .data/dev.env
-  echo "make run: generated a development token secret in .data/dev.env" >&2
+umask 077
+touch "$DEV_ENV"
+if ! grep -q '^INVENTORY_TOKEN_SECRET=' "$DEV_ENV"; then
+  echo "INVENTORY_TOKEN_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >> "$DEV_ENV"
+  echo "make run: generated a development token secret in $DEV_ENV" >&2
 fi
-if ! grep -q '^INVENTORY_CODES_KEY=' .data/dev.env; then
-  umask 077
+if ! grep -q '^INVENTORY_CODES_KEY=' "$DEV_ENV"; then
   {
     echo "INVENTORY_CODES_KEY=dev1:$(key)"
     echo "INVENTORY_CODES_HMAC_KEY=$(key)"
-  } >> .data/dev.env
-  echo "make run: generated development code encryption keys in .data/dev.env (keep them: codes imported with them cannot be read without them)" >&2
+  } >> "$DEV_ENV"
+  echo "make run: generated development code encryption keys in $DEV_ENV (keep them: codes imported with them cannot be read without them)" >&2
 fi
-while IFS='=' read -r key value; do
-  [ -n "$key" ] && [ -z "${!key:-}" ] && export "$key=$value"
-done < .data/dev.env
+while IFS='=' read -r name value; do
+  [ -n "$name" ] && [ -z "${!name:-}" ] && export "$name=$value"
+done < "$DEV_ENV"
+
+# set_env NAME VALUE records NAME=VALUE in dev.env, replacing an older value.
+set_env() {
+  grep -v "^$1=" "$DEV_ENV" > "$DEV_ENV.tmp" || true
+  echo "$1=$2" >> "$DEV_ENV.tmp"
+  mv "$DEV_ENV.tmp" "$DEV_ENV"
+}
 
 go build -o bin/inventory .
 bin/inventory migrate
 bin/inventory demo
-# A fresh development admin token each run: secrets are stored hashed, so the
-# old one cannot be shown again.
-bin/inventory token revoke dev-admin >/dev/null 2>&1 || true
-ADMIN_TOKEN=$(bin/inventory token create --role admin --name dev-admin | tail -n 1)
-LISTEN_ADDR=${LISTEN_ADDR:-:8080}
-PORT=${LISTEN_ADDR##*:}
+# A new development admin key each run (secrets are stored hashed, so an old
+# one cannot be shown again); older ones stay valid, since a server that is
+# running may be using them.
+ADMIN_TOKEN=$(bin/inventory token create --role admin --name "dev-admin-$(date +%Y%m%d-%H%M%S)-$$" | tail -n 1)
+set_env DATABASE_URL "$DATABASE_URL"
+set_env ADMIN_TOKEN "$ADMIN_TOKEN"
 cat <<MSG
 
   Inventory server: http://localhost:$PORT/  (GraphiQL)   API: http://localhost:$PORT/graphql
   Database:         $DATABASE_URL
   Admin token:      $ADMIN_TOKEN
+  In another shell: set -a; . $DEV_ENV; set +a   (DATABASE_URL, keys, ADMIN_TOKEN for the CLI and curl)
 
   Try: curl -s localhost:$PORT/graphql -H 'Content-Type: application/json' \\
          -d '{"query":"{ availability(skus: [\"HEADPHONES-BLK\"]) { sku available } }"}'

@@ -5,10 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATABASE_URL=$(scripts/pgup.sh)
 export DATABASE_URL
-# Databases left by an interrupted earlier run (tests drop their own); ones in
-# use by a concurrent run are busy and stay.
-psql "$DATABASE_URL" -Atqc "SELECT 'DROP DATABASE IF EXISTS ' || quote_ident(datname) || ';' FROM pg_database WHERE datname LIKE 'inventory\_test\_%'" \
-  | psql "$DATABASE_URL" -q >/dev/null 2>&1 || true
+# This run's test databases are inventory_test_<run>_*: each test drops its
+# own, and what an interrupted test leaves is dropped when the run ends. Other
+# runs' databases, concurrent or not, are never touched.
+INVENTORY_TEST_RUN=r$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+export INVENTORY_TEST_RUN
+drop_leftovers() {
+  psql "$DATABASE_URL" -Atqc "SELECT 'DROP DATABASE IF EXISTS ' || quote_ident(datname) || ' WITH (FORCE);' FROM pg_database WHERE datname LIKE 'inventory\_test\_${INVENTORY_TEST_RUN}\_%'" \
+    | psql "$DATABASE_URL" -q >/dev/null 2>&1 || true
+}
+trap drop_leftovers EXIT
 # A real third-party subscription client (the graphql-ws npm package) is used
 # by one test; install it from the lock file when missing.
 # The browser test drives Debian's headless Chromium.
@@ -27,4 +33,4 @@ fi
 if [ ! -d testdata/node-client/node_modules ]; then
   (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
 fi
-exec go test -race -count=1 -timeout 30m "${@:-./...}"
+go test -race -count=1 -timeout 30m "${@:-./...}"
