@@ -115,7 +115,7 @@ its command line. Without a command it serves.` + environmentHelp,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(serve, migrateCommand(ctx, config, stdout), tokenCommands(ctx, config, stdout),
 		importCommand(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
-		versionCommand(stdout))
+		versionCommand(stdout), settingsCommand(stdout))
 	return root
 }
 
@@ -326,6 +326,19 @@ database that has no locations yet; otherwise do nothing.` + environmentHelp,
 				return err
 			}
 			return withStore(ctx, cfg, func(st *store.Store) error { return cliError(loadDemo(ctx, st, stdout)) })
+		},
+	}
+}
+
+// settingsCommand prints every setting as Markdown; go generate writes it to
+// docs/configuration.md.
+func settingsCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "settings",
+		Short: "Print every environment setting, its default and meaning (Markdown)",
+		Args:  noArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprint(stdout, settingsMarkdown())
 		},
 	}
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// setting is one environment variable the server reads: the one list that
+// loadConfig, `inventory settings` and docs/configuration.md (generated from
+// it) share. TestSettingsMatchConfig checks that loadConfig reads exactly
+// these names and that each Default is what loadConfig does without it.
+type setting struct {
+	Name    string
+	Group   string
+	Default string // the value in effect when unset, as one would write it; "" when there is none
+	Shown   string // how the docs show a default that is not a plain value
+	Meaning string // Markdown
+}
+
+// settings lists every variable, in the order the docs show them.
+var settings = []setting{
+	{Name: "DATABASE_URL", Group: "Essentials", Default: "", Shown: "(required; `make run` sets it)",
+		Meaning: "PostgreSQL connection URL"},
+	{Name: "LISTEN_ADDR", Group: "Essentials", Default: ":8080", Shown: "",
+		Meaning: "HTTP listen address (`127.0.0.1:0` picks a free port)"},
+	{Name: "INVENTORY_TOKEN_SECRET", Group: "Essentials", Default: "", Shown: "(required to serve)",
+		Meaning: "HMAC key for checkout tokens, at least 32 bytes; all instances share it"},
+	{Name: "INVENTORY_CODES_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
+		Meaning: "code encryption key ring: `id:base64key[,id:base64key…]`, first seals new codes"},
+	{Name: "INVENTORY_CODES_HMAC_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
+		Meaning: "base64 32-byte key for code dedupe fingerprints; never rotate"},
+	{Name: "INVENTORY_DB_MAX_CONNS", Group: "Database", Default: "20", Shown: "",
+		Meaning: "connections for HTTP requests, per instance. Requests, River and the event relay each have a pool of their own (`application_name` `inventory-api`, `-jobs`, `-events`), so requests queued on a hot balance cannot starve expiry or live stock"},
+	{Name: "INVENTORY_DB_JOB_CONNS", Group: "Database", Default: "", Shown: "job workers + 5",
+		Meaning: "connections for River (expiry jobs, sweeper, reconciliation)"},
+	{Name: "INVENTORY_DB_EVENT_CONNS", Group: "Database", Default: "4", Shown: "",
+		Meaning: "connections for the event relay and subscribers' catch-up reads (plus one for LISTEN). Each relay publish and fetch, waiting for a connection included, is bounded to 10 s; requests by `INVENTORY_REQUEST_TIMEOUT`; River's jobs by River's job timeout (1 min)"},
+	{Name: "INVENTORY_DB_STATEMENT_TIMEOUT", Group: "Database", Default: "30s", Shown: "",
+		Meaning: "`statement_timeout` of the server's sessions"},
+	{Name: "INVENTORY_DB_LOCK_TIMEOUT", Group: "Database", Default: "10s", Shown: "",
+		Meaning: "`lock_timeout` of the server's sessions: a request that waits longer for a row lock fails (INTERNAL) instead of holding its connection"},
+	{Name: "INVENTORY_MIGRATE_ON_START", Group: "Database", Default: "true", Shown: "",
+		Meaning: "`serve` applies pending migrations first (instances queue on an advisory lock)"},
+	{Name: "INVENTORY_MAX_BODY_BYTES", Group: "HTTP", Default: "1048576", Shown: "",
+		Meaning: "largest JSON request body (larger: HTTP 413)"},
+	{Name: "INVENTORY_MAX_UPLOAD_BYTES", Group: "HTTP", Default: "67108864", Shown: "",
+		Meaning: "largest multipart upload that declares `Content-Length`; a chunked upload may be at most 1 MiB (it would be held in memory). Uploads are admin-only and refused from the headers alone (401/403) before any of the body is read"},
+	{Name: "INVENTORY_MAX_COMPLEXITY", Group: "HTTP", Default: "1000", Shown: "",
+		Meaning: "largest query complexity (each field 1, plus its children)"},
+	{Name: "INVENTORY_SHUTDOWN_TIMEOUT", Group: "HTTP", Default: "15s", Shown: "",
+		Meaning: "how long in-flight requests and jobs get on SIGINT/SIGTERM"},
+	{Name: "INVENTORY_HTTP_HEADER_TIMEOUT", Group: "HTTP", Default: "10s", Shown: "",
+		Meaning: "a request's headers must have arrived this long after the connection was ready"},
+	{Name: "INVENTORY_HTTP_READ_TIMEOUT", Group: "HTTP", Default: "1m", Shown: "",
+		Meaning: "a plain request's body must have arrived this long after its headers (else 408 and the connection closes)"},
+	{Name: "INVENTORY_HTTP_WRITE_TIMEOUT", Group: "HTTP", Default: "1m", Shown: "",
+		Meaning: "a plain request's answer must be written this long after its headers. Subscriptions (WebSocket, SSE) have neither deadline; the keep-alive and the stall cut-off watch them"},
+	{Name: "INVENTORY_REQUEST_TIMEOUT", Group: "HTTP", Default: "30s", Shown: "",
+		Meaning: "a plain request's handling: one still waiting for a connection or a lock after this long is abandoned (INTERNAL, \"took too long… nothing changed\") and its transaction rolls back. Single-line reserves already in a batch finish with their batch"},
+	{Name: "INVENTORY_HTTP_IDLE_TIMEOUT", Group: "HTTP", Default: "2m", Shown: "",
+		Meaning: "an idle keep-alive connection is closed"},
+	{Name: "INVENTORY_KEY_CACHE_TTL", Group: "Auth and fair use", Default: "500ms", Shown: "",
+		Meaning: "how long an instance trusts a live API key without reading the database; a revoked key is refused by every instance within this long"},
+	{Name: "INVENTORY_ADMIN_SESSION_TTL", Group: "Auth and fair use", Default: "12h", Shown: "",
+		Meaning: "how long an `/admin` sign-in lasts (the session also ends when its key is revoked)"},
+	{Name: "INVENTORY_CHECKOUT_MAX_HOLD_TTL", Group: "Auth and fair use", Default: "30m", Shown: "",
+		Meaning: "`ttlSeconds` that a checkout token's reserve or extend may ask for; past it `LIMIT_EXCEEDED`"},
+	{Name: "INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME", Group: "Auth and fair use", Default: "1h", Shown: "",
+		Meaning: "how far past its creation an extension may move a checkout token's hold's deadline"},
+	{Name: "INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU", Group: "Auth and fair use", Default: "10", Shown: "",
+		Meaning: "units of one SKU across a checkout's live holds (pre-ordered units included), for checkout tokens"},
+	{Name: "INVENTORY_CHECKOUT_MAX_LIVE_HOLDS", Group: "Auth and fair use", Default: "20", Shown: "",
+		Meaning: "live holds (held and not yet due) of one checkout, for checkout tokens"},
+	{Name: "INVENTORY_CHECKOUT_TOKEN_MAX_TTL", Group: "Auth and fair use", Default: "2h", Shown: "",
+		Meaning: "the longest lifetime `issueCheckoutToken` grants (at most 24 h): how long a leaked token stays useful"},
+	{Name: "INVENTORY_RATE_LIMIT_WINDOW", Group: "Rate limits, proxies and CORS", Default: "1m", Shown: "",
+		Meaning: "the rate limits' window; `Retry-After` says its length in seconds"},
+	{Name: "INVENTORY_RATE_LIMIT_ANONYMOUS_READS", Group: "Rate limits, proxies and CORS", Default: "600", Shown: "",
+		Meaning: "queries and subscriptions per window per client IP (IPv6: per /64) without a token; `0` is no limit"},
+	{Name: "INVENTORY_RATE_LIMIT_ANONYMOUS_WRITES", Group: "Rate limits, proxies and CORS", Default: "60", Shown: "",
+		Meaning: "mutations per window per client IP without a token; `0` is no limit"},
+	{Name: "INVENTORY_RATE_LIMIT_CHECKOUT_READS", Group: "Rate limits, proxies and CORS", Default: "600", Shown: "",
+		Meaning: "queries and subscriptions per window per checkout token's checkoutId"},
+	{Name: "INVENTORY_RATE_LIMIT_CHECKOUT_WRITES", Group: "Rate limits, proxies and CORS", Default: "120", Shown: "",
+		Meaning: "mutations per window per checkout token's checkoutId"},
+	{Name: "INVENTORY_RATE_LIMIT_KEY_READS", Group: "Rate limits, proxies and CORS", Default: "0", Shown: "",
+		Meaning: "queries and subscriptions per window per admin or service key (`0`: no limit; the shop's own backends carry every shopper's traffic)"},
+	{Name: "INVENTORY_RATE_LIMIT_KEY_WRITES", Group: "Rate limits, proxies and CORS", Default: "0", Shown: "",
+		Meaning: "mutations per window per admin or service key (`0`: no limit)"},
+	{Name: "INVENTORY_TRUSTED_PROXIES", Group: "Rate limits, proxies and CORS", Default: "", Shown: "(none)",
+		Meaning: "comma-separated CIDR prefixes of your load balancers or CDN; only from those is `X-Forwarded-For` believed (the rightmost address that is not a trusted proxy is the client). Empty: the TCP peer is the client"},
+	{Name: "INVENTORY_CORS_ORIGINS", Group: "Rate limits, proxies and CORS", Default: "", Shown: "(none: no cross-origin access)",
+		Meaning: "comma-separated exact origins (`https://shop.example`) whose pages may call `/graphql` over HTTP (credentials allowed) and WebSocket. No wildcards"},
+	{Name: "INVENTORY_RECONCILE_INTERVAL", Group: "Jobs and expiry", Default: "1h", Shown: "",
+		Meaning: "how often the reconciliation job checks balances against the ledger"},
+	{Name: "INVENTORY_SWEEP_INTERVAL", Group: "Jobs and expiry", Default: "30s", Shown: "",
+		Meaning: "how often the sweeper looks for overdue holds"},
+	{Name: "INVENTORY_SWEEP_GRACE", Group: "Jobs and expiry", Default: "15s", Shown: "",
+		Meaning: "how overdue a hold must be before the sweeper takes it from its expiry job"},
+	{Name: "INVENTORY_JOB_WORKERS", Group: "Jobs and expiry", Default: "10", Shown: "",
+		Meaning: "River workers per instance"},
+	{Name: "INVENTORY_RUN_JOBS", Group: "Jobs and expiry", Default: "true", Shown: "",
+		Meaning: "`false`: this instance serves the API and inserts jobs but works none (another instance must)"},
+	{Name: "INVENTORY_EVENTS_RETENTION", Group: "Events and subscriptions", Default: "168h", Shown: "",
+		Meaning: "how long stock events are kept for `after` cursors"},
+	{Name: "INVENTORY_EVENTS_TICK", Group: "Events and subscriptions", Default: "50ms", Shown: "",
+		Meaning: "how often committed events are published (at most one NOTIFY per tick)"},
+	{Name: "INVENTORY_SUBSCRIBER_BUFFER", Group: "Events and subscriptions", Default: "256", Shown: "",
+		Meaning: "events buffered per subscriber"},
+	{Name: "INVENTORY_SUBSCRIBER_STALL_TIMEOUT", Group: "Events and subscriptions", Default: "10s", Shown: "",
+		Meaning: "a subscriber whose buffer stays full this long is disconnected"},
+	{Name: "INVENTORY_WS_INIT_TIMEOUT", Group: "Events and subscriptions", Default: "10s", Shown: "",
+		Meaning: "a WebSocket that sends no `connection_init` in time is closed"},
+	{Name: "INVENTORY_WS_KEEPALIVE", Group: "Events and subscriptions", Default: "10s", Shown: "",
+		Meaning: "WebSocket ping interval; a peer that does not answer within two intervals is dropped"},
+	{Name: "INVENTORY_WS_MAX_SUBSCRIPTIONS", Group: "Events and subscriptions", Default: "20", Shown: "",
+		Meaning: "live subscriptions on one WebSocket"},
+	{Name: "INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", Group: "Events and subscriptions", Default: "200", Shown: "",
+		Meaning: "live subscriptions of one key or checkout on one instance, over all its sockets and SSE streams"},
+	{Name: "INVENTORY_METRICS_ADDR", Group: "Operations", Default: "", Shown: "(off)",
+		Meaning: "also serve `/metrics` on this address without a key, for a Prometheus scraper; keep it private"},
+	{Name: "INVENTORY_PPROF_ADDR", Group: "Operations", Default: "", Shown: "(off)",
+		Meaning: "serve Go's profiler (`/debug/pprof/`) on this address, e.g. `127.0.0.1:6060`, for `go tool pprof`; keep it private"},
+	{Name: "INVENTORY_LOG_LEVEL", Group: "Operations", Default: "info", Shown: "",
+		Meaning: "`debug`, `info`, `warn`, `error`. At `info` the log has one line per request (`method`, `path`, GraphQL `operation`, `status`, `duration`, `request_id`, caller `role`; never a token, variable or code; a WebSocket's line when it closes); River's routine lines are at `debug`"},
+}
+
+// settingsMarkdown renders the settings as docs/configuration.md.
+func settingsMarkdown() string {
+	var b strings.Builder
+	b.WriteString(`# Configuration
+
+<!-- Generated from settings.go by go generate (inventory settings); do not edit. -->
+
+Everything comes from the environment; ` + "`inventory --help`" + ` names the essentials.
+Invalid values are refused at start-up, all at once, naming the variable and
+what it accepts.
+`)
+	group := ""
+	for _, s := range settings {
+		if s.Group != group {
+			group = s.Group
+			fmt.Fprintf(&b, "\n## %s\n\n| variable | default | meaning |\n|---|---|---|\n", group)
+		}
+		def := s.Shown
+		if def == "" {
+			def = "`" + s.Default + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, def, s.Meaning)
+	}
+	return b.String()
+}
