@@ -36,7 +36,7 @@ Environment:
   INVENTORY_TOKEN_SECRET    secret for checkout tokens, at least 32 bytes (serve)
   INVENTORY_CODES_KEY       code encryption keys id:base64[,…] (serve, import, demo)
   INVENTORY_CODES_HMAC_KEY  code fingerprint key, base64 (serve, import, demo)
-  Every other setting is listed in README.md, "Configuration".`
+  Every other setting: inventory settings, or docs/configuration.md.`
 
 // run executes one command line; main and the tests call it. Help never
 // needs a setting or touches a database: configuration is read by each
@@ -235,8 +235,8 @@ Names are unique among live keys.` + environmentHelp,
 			if err != nil {
 				return err
 			}
-			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
-				return cliError(tokenCreate(ctx, store.New(pool), r, name, stdout))
+			return withPlainStore(ctx, cfg, func(st *store.Store) error {
+				return cliError(tokenCreate(ctx, st, r, name, stdout))
 			})
 		},
 	}
@@ -255,8 +255,8 @@ INVENTORY_KEY_CACHE_TTL (500 ms); its WebSockets and /admin sessions close.` + e
 			if err != nil {
 				return err
 			}
-			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
-				if err := store.New(pool).APIKeyRevoke(ctx, args[0]); err != nil {
+			return withPlainStore(ctx, cfg, func(st *store.Store) error {
+				if err := st.APIKeyRevoke(ctx, args[0]); err != nil {
 					return cliError(err)
 				}
 				fmt.Fprintf(stdout, "revoked key %q\n", args[0])
@@ -308,7 +308,7 @@ does not hold, and exit 1 if there is one (for cron or a deploy gate).` + enviro
 			if err != nil {
 				return err
 			}
-			return withPool(ctx, cfg, func(pool *pgxpool.Pool) error { return reconcile(ctx, store.New(pool), stdout) })
+			return withPlainStore(ctx, cfg, func(st *store.Store) error { return reconcile(ctx, st, stdout) })
 		},
 	}
 }

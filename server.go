@@ -113,14 +113,24 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	// One store per pool: what requests do, what jobs do, what the relay
 	// does, each on connections of its own.
-	st := store.New(db.api)
+	st, err := newStore(db.api)
+	if err != nil {
+		return nil, err
+	}
 	st.Keyring = keyring
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
-	jobStore := store.New(db.jobs)
+	jobStore, err := newStore(db.jobs)
+	if err != nil {
+		return nil, err
+	}
 	jobStore.Keyring = keyring
-	broker := events.NewBroker(store.New(db.events), db.events, cfg.Events, logger)
+	eventStore, err := newStore(db.events)
+	if err != nil {
+		return nil, err
+	}
+	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
 	m := metrics.New(broker)
 	m.WatchBatching(st)
 	m.WatchOperations(st)
@@ -253,6 +263,18 @@ func ready(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	return migrations.Pending(ctx, pool)
 }
 
+// newStore returns a store on pool whose holds schedule their expiry jobs
+// through River: every store the binary builds is one.
+func newStore(pool *pgxpool.Pool) (*store.Store, error) {
+	expiry, err := jobs.NewScheduler(pool)
+	if err != nil {
+		return nil, err
+	}
+	st := store.New(pool)
+	st.Expiry = expiry
+	return st, nil
+}
+
 func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
 	pool, err := openPool(ctx, cfg, "cli", cfg.DBMaxConns)
 	if err != nil {
@@ -262,6 +284,18 @@ func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) err
 	return fn(pool)
 }
 
+// withPlainStore runs fn with a store on a CLI pool: one that cannot seal
+// or open codes, for commands that touch none.
+func withPlainStore(ctx context.Context, cfg config, fn func(*store.Store) error) error {
+	return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
+		st, err := newStore(pool)
+		if err != nil {
+			return err
+		}
+		return fn(st)
+	})
+}
+
 // withStore runs fn with a store that can seal and open codes, after the
 // same key check the server does at start-up.
 func withStore(ctx context.Context, cfg config, fn func(*store.Store) error) error {
@@ -269,8 +303,7 @@ func withStore(ctx context.Context, cfg config, fn func(*store.Store) error) err
 	if err != nil {
 		return err
 	}
-	return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
-		st := store.New(pool)
+	return withPlainStore(ctx, cfg, func(st *store.Store) error {
 		st.Keyring = keyring
 		if err := st.CodesKeyCheck(ctx); err != nil {
 			return err

@@ -19,7 +19,6 @@ const (
 	ActOnCheckout      Action = "act on a checkout's reservations and orders"
 	ReadStockEvents    Action = "read stock events"
 	OperateInventory   Action = "read inventory health and reconciliation"
-	ReadAnyReservation Action = "read any reservation"
 )
 
 // policy lists the roles allowed each action. ActOnCheckout is additionally

@@ -40,6 +40,11 @@ type StockEvent struct {
 // Available is what could be reserved after the change.
 func (e StockEvent) Available() int { return e.OnHand - e.Reserved }
 
+// StockEventsChannel is the PostgreSQL NOTIFY channel the relay signals on,
+// at most once per publish, with the newest seq as payload: the store
+// notifies on it, every instance's broker listens on it.
+const StockEventsChannel = "inventory_stock_events"
+
 // MaxStockEventsPage bounds one stockEvents query.
 const MaxStockEventsPage = 1000
 

@@ -11,7 +11,6 @@ package events
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,7 +22,6 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"inventory/domain"
-	"inventory/store"
 )
 
 // Store is what the broker reads and publishes through. store.Store is one.
@@ -237,7 +235,7 @@ func (b *Broker) listen(ctx context.Context) {
 		},
 		ReconnectDelay: time.Second,
 	}
-	l.Handle(store.StockEventsChannel, pgxlisten.HandlerFunc(func(context.Context, *pgconn.Notification, *pgx.Conn) error {
+	l.Handle(domain.StockEventsChannel, pgxlisten.HandlerFunc(func(context.Context, *pgconn.Notification, *pgx.Conn) error {
 		select {
 		case b.fetch <- struct{}{}:
 		default: // a fetch is already due
@@ -315,51 +313,24 @@ func (b *Broker) since(cursor int64, max int) ([]domain.StockEvent, bool, <-chan
 	return append([]domain.StockEvent(nil), b.recent[i:end]...), true, b.wake
 }
 
-// Stopped is why a subscription ended when the broker stopped (the server
-// is shutting down): not a completion, so the client resubscribes — to
-// another instance — from where it was. Next is the seq of the first event it
-// did not get (0 when it never started: resubscribe as before).
-type Stopped struct{ Next int64 }
+var _ domain.StockEventStream = (*Broker)(nil)
 
-func (e *Stopped) Error() string {
-	if e.Next == 0 {
-		return "the server is shutting down; subscribe again"
-	}
-	return fmt.Sprintf("the server is shutting down at seq %d; "+
-		"subscribe again with after set to the last seq received", e.Next)
-}
-
-// Stalled is why a subscription whose reader stopped taking events ended.
-type Stalled struct {
-	// Next is the seq of the first event it did not get.
-	Next    int64
-	Timeout time.Duration
-}
-
-func (e *Stalled) Error() string {
-	return fmt.Sprintf("subscriber did not read for %s and was disconnected at seq %d; "+
-		"resubscribe with after set to the last seq it received", e.Timeout, e.Next)
-}
-
-// Subscribe streams the events with seq > after (from now when after is nil)
-// in seq order, each passed through convert (which filters with ok=false and
-// may map, e.g. load a reservation) into out, a channel the subscription owns
-// and closes when it ends: when ctx or the broker ends (done(nil)), when out
-// stays full for StallTimeout (done(*Stalled)), or when after is older than
-// the retained events or a read fails (done(err)). done runs before out is
-// closed; no goroutine outlives the subscription.
-func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T, done func(error)) {
+// SubscribeStockEvents implements domain.StockEventStream: a subscriber
+// whose sink stays full for StallTimeout ends with
+// *domain.ErrSubscriberStalled, and every subscription ends with
+// *domain.ErrStreamStopped when Run ends.
+func (b *Broker) SubscribeStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error)) {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	select {
 	case <-b.stopped:
 		// Shutting down: the stream ends at once, saying where to resume.
-		stopped := &Stopped{}
+		stopped := &domain.ErrStreamStopped{}
 		if after != nil {
 			stopped.Next = *after + 1
 		}
 		done(stopped)
-		close(out)
+		sink.Close()
 		return
 	default:
 	}
@@ -368,9 +339,9 @@ func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func
 	go func() {
 		defer b.subs.Done()
 		defer b.subscribers.Add(-1)
-		defer close(out)
-		err := stream(ctx, b, after, convert, out)
-		var stalled *Stalled
+		defer sink.Close()
+		err := b.stream(ctx, after, sink)
+		var stalled *domain.ErrSubscriberStalled
 		if errors.As(err, &stalled) {
 			b.stalledN.Add(1)
 		}
@@ -378,20 +349,20 @@ func Subscribe[T any](ctx context.Context, b *Broker, after *int64, convert func
 	}()
 }
 
-// NewChannel makes a subscriber channel of the configured capacity: the
-// subscriber's bounded buffer.
-func NewChannel[T any](b *Broker) chan T { return make(chan T, b.cfg.Buffer) }
+// SubscriberBuffer is the configured capacity of a subscriber's channel:
+// its bounded buffer.
+func (b *Broker) SubscriberBuffer() int { return b.cfg.Buffer }
 
-func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), out chan T) error {
+func (b *Broker) stream(ctx context.Context, after *int64, sink domain.StockEventSink) error {
 	select {
 	case <-b.ready:
 	case <-ctx.Done():
 		return nil
 	case <-b.stopped:
 		if after != nil {
-			return &Stopped{Next: *after + 1}
+			return &domain.ErrStreamStopped{Next: *after + 1}
 		}
-		return &Stopped{}
+		return &domain.ErrStreamStopped{}
 	}
 	var cursor int64
 	if after != nil {
@@ -403,6 +374,11 @@ func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(co
 	}
 	stall := time.NewTimer(b.cfg.StallTimeout)
 	defer stall.Stop()
+	// A full subscriber gets StallTimeout from the moment it is found full.
+	stallWait := func() <-chan time.Time {
+		stall.Reset(b.cfg.StallTimeout)
+		return stall.C
+	}
 	for {
 		events, inMemory, wake := b.since(cursor, 256)
 		if !inMemory {
@@ -420,34 +396,26 @@ func stream[T any](ctx context.Context, b *Broker, after *int64, convert func(co
 			case <-ctx.Done():
 				return nil
 			case <-b.stopped:
-				return &Stopped{Next: cursor + 1}
+				return &domain.ErrStreamStopped{Next: cursor + 1}
 			case <-wake:
 				continue
 			}
 		}
 		for _, e := range events {
-			v, ok, err := convert(ctx, e)
+			delivery, err := sink.Deliver(ctx, e, b.stopped, stallWait)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return err
 			}
-			if ok {
-				select {
-				case out <- v:
-				default:
-					stall.Reset(b.cfg.StallTimeout)
-					select {
-					case out <- v:
-					case <-ctx.Done():
-						return nil
-					case <-b.stopped:
-						return &Stopped{Next: e.Seq}
-					case <-stall.C:
-						return &Stalled{Next: e.Seq, Timeout: b.cfg.StallTimeout}
-					}
-				}
+			switch delivery {
+			case domain.DeliveryCancelled:
+				return nil
+			case domain.DeliveryStopped:
+				return &domain.ErrStreamStopped{Next: e.Seq}
+			case domain.DeliveryStalled:
+				return &domain.ErrSubscriberStalled{Next: e.Seq, Timeout: b.cfg.StallTimeout}
 			}
 			cursor = e.Seq
 		}

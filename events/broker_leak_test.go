@@ -20,8 +20,8 @@ import (
 func TestBrokerNoGoroutineLeaks(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	b := setup(t)
-	br, stop := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond, Buffer: 2, StallTimeout: 200 * time.Millisecond, Recent: 5})
-	b.catalog(t, domain.KindQuantity, []string{"LK-A", "LK-B"}, "LK-L")
+	br, stop := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond, Buffer: 2, StallTimeout: 200 * time.Millisecond, Recent: 5})
+	b.Catalog(t, domain.KindQuantity, []string{"LK-A", "LK-B"}, "LK-L")
 	b.receiveMany(t, 10, "LK-L", "LK-A", "LK-B")
 	published := b.waitPublished(t)
 
@@ -52,9 +52,9 @@ func TestBrokerNoGoroutineLeaks(t *testing.T) {
 	if err := cancelled.waitEnded(t, 5*time.Second); err != nil {
 		t.Fatalf("cancelled: %v", err)
 	}
-	var st *events.Stalled
+	var st *domain.ErrSubscriberStalled
 	if err := stalled.waitEnded(t, 5*time.Second); !errors.As(err, &st) || st.Next != 3 {
-		t.Fatalf("stalled: %v, want *events.Stalled at seq 3", err)
+		t.Fatalf("stalled: %v, want *domain.ErrSubscriberStalled at seq 3", err)
 	}
 	if err := failing.waitEnded(t, 5*time.Second); !errors.Is(err, boom) {
 		t.Fatalf("convert error: ended with %v, want %v", err, boom)
@@ -70,9 +70,9 @@ func TestBrokerNoGoroutineLeaks(t *testing.T) {
 	// that says where to resume, not a quiet completion.
 	stop()
 	for s, next := range map[*subscriber]int64{live: n + 1, filtered: n + 1, unread: n + 1} { // unread holds 11..n in its buffer
-		var st *events.Stopped
+		var st *domain.ErrStreamStopped
 		if err := s.waitEnded(t, time.Second); !errors.As(err, &st) || st.Next != next {
-			t.Fatalf("%s ended with %v when the broker stopped, want *events.Stopped at seq %d", s.name, err, next)
+			t.Fatalf("%s ended with %v when the broker stopped, want *domain.ErrStreamStopped at seq %d", s.name, err, next)
 		}
 	}
 	for _, s := range []*subscriber{cancelled, filtered, live, failing, dead} {
@@ -90,20 +90,20 @@ func TestBrokerNoGoroutineLeaks(t *testing.T) {
 	// (It may deliver what it can read before it notices; Next says where
 	// the delivered ones end.)
 	late := subscribe(t, br, "after the broker stopped", &zero, passAll, 16, true)
-	var stopped *events.Stopped
+	var stopped *domain.ErrStreamStopped
 	err := late.waitEnded(t, time.Second)
 	late.waitClosed(t, time.Second)
 	if !errors.As(err, &stopped) || stopped.Next != int64(len(late.events()))+1 {
-		t.Fatalf("subscribing to a stopped broker: %v after %d events, want *events.Stopped at the next seq", err, len(late.events()))
+		t.Fatalf("subscribing to a stopped broker: %v after %d events, want *domain.ErrStreamStopped at the next seq", err, len(late.events()))
 	}
 	lateLive := subscribe(t, br, "live after the broker stopped", nil, passAll, 16, true)
 	if err := lateLive.waitEnded(t, time.Second); !errors.As(err, &stopped) {
-		t.Fatalf("subscribing to a stopped broker: %v, want *events.Stopped", err)
+		t.Fatalf("subscribing to a stopped broker: %v, want *domain.ErrStreamStopped", err)
 	}
 	lateLive.waitClosed(t, time.Second)
 
 	// The pool is the test's, not the broker's: close it, then nothing may
 	// be left of what this test started.
-	b.pool.Close()
+	b.Pool.Close()
 	goleak.VerifyNone(t, ignore)
 }

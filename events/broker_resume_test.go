@@ -82,9 +82,9 @@ func (r *recordingStore) waitBrokerHas(t *testing.T, seq int64) {
 func TestBrokerResume(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rec := &recordingStore{Store: b.store}
+	rec := &recordingStore{Store: b.Store}
 	br, _ := b.startBroker(t, rec, events.Config{Tick: 10 * time.Millisecond, Recent: 10})
-	b.catalog(t, domain.KindQuantity, []string{"RS-A", "RS-B"}, "RS-L")
+	b.Catalog(t, domain.KindQuantity, []string{"RS-A", "RS-B"}, "RS-L")
 
 	b.receiveMany(t, 30, "RS-L", "RS-A", "RS-B")
 	n := b.waitPublished(t)
@@ -122,7 +122,7 @@ func TestBrokerResume(t *testing.T) {
 	go func() {
 		defer close(written)
 		for i := range 40 {
-			if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: []string{"RS-A", "RS-B"}[i%2], Location: "RS-L", Quantity: 1, Reference: "PO"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: []string{"RS-A", "RS-B"}[i%2], Location: "RS-L", Quantity: 1, Reference: "PO"}); err != nil {
 				t.Errorf("receive: %v", err)
 				return
 			}
@@ -132,7 +132,7 @@ func TestBrokerResume(t *testing.T) {
 		}
 	}()
 	waitFor(t, 10*time.Second, "events past 50 to be published", func() bool {
-		s, err := b.store.StockEventsLatest(b.ctx)
+		s, err := b.Store.StockEventsLatest(b.Ctx)
 		return err == nil && s > 50
 	})
 	// The broker keeps 10 events in memory: seq 16 is long gone from there.
@@ -147,7 +147,7 @@ func TestBrokerResume(t *testing.T) {
 	}
 	resumed.waitSeq(t, n, 10*time.Second)
 	requireDense(t, "the resumed subscription", seqs(resumed.events()), last+1, n)
-	requireSameEvents(t, "the resumed subscription", resumed.events(), b.published(t, last))
+	requireSameEvents(t, "the resumed subscription", resumed.events(), b.Published(t, last))
 	if calls := rec.callsBy("resumed"); len(calls) == 0 || calls[0].after != last || calls[0].n == 0 {
 		t.Fatalf("the resumed subscription's database reads: %+v; want the first from seq %d", calls, last)
 	}
@@ -203,18 +203,18 @@ func TestBrokerResume(t *testing.T) {
 func TestBrokerExpiredCursor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.catalog(t, domain.KindQuantity, []string{"EX"}, "EX-L")
+	b.Catalog(t, domain.KindQuantity, []string{"EX"}, "EX-L")
 	b.receiveMany(t, 10, "EX-L", "EX")
-	if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != 10 {
+	if n, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil || n != 10 {
 		t.Fatalf("publish: %d, %v", n, err)
 	}
-	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq <= 5`); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq <= 5`); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.store.StockEventsPrune(b.ctx, time.Hour); err != nil || n != 5 {
+	if n, err := b.Store.StockEventsPrune(b.Ctx, time.Hour); err != nil || n != 5 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
-	br, _ := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond})
+	br, _ := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond})
 
 	old := int64(2)
 	expired := subscribe(t, br, "expired", &old, passAll, 16, true)

@@ -14,7 +14,7 @@ import (
 )
 
 // A subscriber that never reads its channel is cut off after StallTimeout
-// with an *events.Stalled naming the first seq it did not get, and its
+// with a *domain.ErrSubscriberStalled naming the first seq it did not get, and its
 // channel is closed, holding exactly the events that fitted; a healthy
 // subscriber meanwhile receives every event, and writers are not slowed:
 // rounds of writes with a stalled subscriber present alternate with rounds
@@ -23,9 +23,9 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const buffer, stallTimeout = 4, 300 * time.Millisecond
-	br, _ := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond, Buffer: buffer, StallTimeout: stallTimeout})
+	br, _ := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond, Buffer: buffer, StallTimeout: stallTimeout})
 	skus := []string{"ST-A", "ST-B", "ST-C"}
-	b.catalog(t, domain.KindQuantity, skus, "ST-L")
+	b.Catalog(t, domain.KindQuantity, skus, "ST-L")
 
 	zero := int64(0)
 	healthy := subscribe(t, br, "healthy", &zero, passAll, 1024, true)
@@ -40,7 +40,7 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 		for g := range 4 {
 			wg.Go(func() {
 				for i := range n / 4 {
-					if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: skus[(g+i)%len(skus)], Location: "ST-L", Quantity: 1, Reference: "PO"}); err != nil {
+					if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: skus[(g+i)%len(skus)], Location: "ST-L", Quantity: 1, Reference: "PO"}); err != nil {
 						errs <- err
 						return
 					}
@@ -66,14 +66,14 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 		// reads, from the newest seq.
 		from := b.waitPublished(t)
 		healthy.waitSeq(t, from, 10*time.Second)
-		ch := events.NewChannel[domain.StockEvent](br)
-		if cap(ch) != buffer {
-			t.Fatalf("NewChannel made a channel of capacity %d, want the configured %d", cap(ch), buffer)
+		if br.SubscriberBuffer() != buffer {
+			t.Fatalf("SubscriberBuffer is %d, want the configured %d", br.SubscriberBuffer(), buffer)
 		}
+		ch := make(chan domain.StockEvent, br.SubscriberBuffer())
 		stalled := &subscriber{name: fmt.Sprintf("stalled-%d", r), ch: ch, ended: make(chan struct{}), closed: make(chan struct{})}
 		var endedAt time.Time
 		subscribedAt := time.Now()
-		events.Subscribe(b.ctx, br, &from, passAll, ch, func(err error) {
+		br.SubscribeStockEvents(b.Ctx, &from, domain.NewStockEventSink(passAll, ch), func(err error) {
 			stalled.mu.Lock()
 			defer stalled.mu.Unlock()
 			stalled.doneCalls++
@@ -86,9 +86,9 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 		with += writeRound(perRound)
 
 		err := stalled.waitEnded(t, 10*time.Second)
-		var st *events.Stalled
+		var st *domain.ErrSubscriberStalled
 		if !errors.As(err, &st) {
-			t.Fatalf("%s ended with %v, want *events.Stalled", stalled.name, err)
+			t.Fatalf("%s ended with %v, want *domain.ErrSubscriberStalled", stalled.name, err)
 		}
 		if want := from + buffer + 1; st.Next != want || st.Timeout != stallTimeout {
 			t.Fatalf("%s: Stalled{Next: %d, Timeout: %v}, want Next %d (after %d buffered from %d), Timeout %v",
@@ -123,7 +123,7 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 	n := b.waitPublished(t)
 	healthy.waitSeq(t, n, 10*time.Second)
 	requireDense(t, "the healthy subscriber", seqs(healthy.events()), 1, n)
-	requireSameEvents(t, "the healthy subscriber", healthy.events(), b.published(t, 0))
+	requireSameEvents(t, "the healthy subscriber", healthy.events(), b.Published(t, 0))
 	requireLastIsBalance(t, b, "the healthy subscriber", healthy.events())
 	select {
 	case <-healthy.ended:
@@ -144,9 +144,9 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 func TestBrokerFilterBySKU(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	br, _ := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond})
+	br, _ := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond})
 	skus := []string{"FL-A", "FL-B", "FL-C"}
-	b.catalog(t, domain.KindQuantity, skus, "FL-L")
+	b.Catalog(t, domain.KindQuantity, skus, "FL-L")
 
 	// converted records every seq convert was called with.
 	type recorder struct {
@@ -183,7 +183,7 @@ func TestBrokerFilterBySKU(t *testing.T) {
 	// A, B, C in turn, 60 changes: the last A is followed by a B and a C.
 	b.receiveMany(t, 60, "FL-L", skus...)
 	n := b.waitPublished(t)
-	want := onlyA(b.published(t, 0))
+	want := onlyA(b.Published(t, 0))
 	lastA := want[len(want)-1].Seq
 	if lastA != n-2 {
 		t.Fatalf("the last FL-A event is seq %d of %d", lastA, n)
@@ -204,7 +204,7 @@ func TestBrokerFilterBySKU(t *testing.T) {
 	s2 := subscribe(t, br, "filtered again", &lastA, filter(r2), 256, true)
 	b.receiveMany(t, 30, "FL-L", skus...)
 	n2 := b.waitPublished(t)
-	want2 := onlyA(b.published(t, lastA))
+	want2 := onlyA(b.Published(t, lastA))
 	s2.waitSeq(t, want2[len(want2)-1].Seq, 10*time.Second)
 	waitFor(t, 10*time.Second, "convert to see the newest event", func() bool { c := converted(r2); return len(c) > 0 && c[len(c)-1] == n2 })
 	requireSameEvents(t, "the resubscribed filtered subscription", s2.events(), want2)

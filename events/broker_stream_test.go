@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/events"
-	"inventory/store"
+	"inventory/testkit"
 )
 
 // Eight writers make thousands of balance changes while a subscriber that
@@ -17,7 +17,7 @@ import (
 func TestBrokerConcurrentWritersGapFree(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	br, _ := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond})
+	br, _ := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond})
 	w := newWorkload(t, b, "GF", 3, 3)
 
 	zero := int64(0)
@@ -36,7 +36,7 @@ func TestBrokerConcurrentWritersGapFree(t *testing.T) {
 		// Every successful call in this workload changes exactly one balance.
 		t.Fatalf("%d events for %d balance-changing calls", n, w.calls.Load())
 	}
-	requireSameEvents(t, "the subscriber's events", got, b.published(t, 0))
+	requireSameEvents(t, "the subscriber's events", got, b.Published(t, 0))
 	requireLastIsBalance(t, b, "the subscriber", got)
 	t.Logf("%d events from %d writers: written in %v, all delivered after %v (%.0f events/s end to end)",
 		n, writers, writing.Round(time.Millisecond), delivered.Round(time.Millisecond), float64(n)/delivered.Seconds())
@@ -59,14 +59,14 @@ func TestBrokerConcurrentWritersGapFree(t *testing.T) {
 func TestBrokerTwoInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	otherPool, err := pgxpool.NewWithConfig(b.ctx, b.pool.Config().Copy())
+	otherPool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(otherPool.Close) // after the brokers stopped: cleanups run last first
-	other := &testBundle{ctx: b.ctx, pool: otherPool, store: store.New(otherPool), logs: b.logs, logger: b.logger}
-	br1, _ := b.startBroker(t, b.store, events.Config{Tick: 10 * time.Millisecond})
-	br2, _ := other.startBroker(t, other.store, events.Config{Tick: 10 * time.Millisecond})
+	other := &testBundle{Kit: testkit.Kit{Ctx: b.Ctx, Pool: otherPool, Store: testkit.NewStore(t, otherPool)}, logs: b.logs, logger: b.logger}
+	br1, _ := b.startBroker(t, b.Store, events.Config{Tick: 10 * time.Millisecond})
+	br2, _ := other.startBroker(t, other.Store, events.Config{Tick: 10 * time.Millisecond})
 	w := newWorkload(t, b, "TI", 2, 2)
 
 	zero := int64(0)
@@ -79,7 +79,7 @@ func TestBrokerTwoInstances(t *testing.T) {
 	s2.waitSeq(t, n, 10*time.Second)
 	requireDense(t, "the subscriber on instance 1", seqs(s1.events()), 1, n)
 	requireDense(t, "the subscriber on instance 2", seqs(s2.events()), 1, n)
-	requireSameEvents(t, "instance 1", s1.events(), b.published(t, 0))
-	requireSameEvents(t, "instance 2", s2.events(), b.published(t, 0))
+	requireSameEvents(t, "instance 1", s1.events(), b.Published(t, 0))
+	requireSameEvents(t, "instance 2", s2.events(), b.Published(t, 0))
 	t.Logf("%d events relayed by two instances in %v", n, time.Since(start).Round(time.Millisecond))
 }

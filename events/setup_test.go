@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,55 +9,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"inventory/domain"
 	"inventory/events"
-	"inventory/pgtest"
-	"inventory/store"
+	"inventory/testkit"
 )
-
-// logBuffer collects the broker's slog output, written from its goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // testBundle is what the broker tests need: a store on a database of its
 // own, a context acting as an admin, and a logger whose output the test reads.
 type testBundle struct {
-	ctx    context.Context
-	pool   *pgxpool.Pool
-	store  *store.Store
-	logs   *logBuffer
+	testkit.Kit
+	logs   *testkit.LogBuffer
 	logger *slog.Logger
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	logs := &logBuffer{}
+	kit := testkit.New(t, "test")
+	logs := &testkit.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("broker log:\n%s", logs.String())
 		}
 	})
 	return &testBundle{
-		ctx:    domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "test"}),
-		pool:   pool,
-		store:  store.New(pool),
+		Kit:    kit,
 		logs:   logs,
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -69,7 +43,7 @@ func setup(t *testing.T) *testBundle {
 // fails it if the broker logged an error or warning meanwhile.
 func (b *testBundle) startBroker(t *testing.T, st events.Store, cfg events.Config) (*events.Broker, func()) {
 	t.Helper()
-	br := events.NewBroker(st, b.pool, cfg, b.logger)
+	br := events.NewBroker(st, b.Pool, cfg, b.logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- br.Run(ctx) }()
@@ -95,23 +69,9 @@ func (b *testBundle) startBroker(t *testing.T, st events.Store, cfg events.Confi
 	return br, stop
 }
 
-func (b *testBundle) catalog(t *testing.T, kind domain.StockKind, skus []string, locations ...string) {
-	t.Helper()
-	for _, loc := range locations {
-		if _, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: loc, Name: loc}); err != nil {
-			t.Fatalf("LocationCreate(%s): %v", loc, err)
-		}
-	}
-	for _, sku := range skus {
-		if _, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: kind}); err != nil {
-			t.Fatalf("SKUCreate(%s): %v", sku, err)
-		}
-	}
-}
-
 func (b *testBundle) receive(t *testing.T, sku, loc string, q int) {
 	t.Helper()
-	if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"}); err != nil {
+	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"}); err != nil {
 		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, q, err)
 	}
 }
@@ -129,7 +89,7 @@ func (b *testBundle) receiveMany(t *testing.T, n int, loc string, skus ...string
 // relay has not published yet.
 func (b *testBundle) eventCounts(t *testing.T) (total, unpublished int64) {
 	t.Helper()
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*), count(*) FILTER (WHERE seq IS NULL) FROM stock_events`).Scan(&total, &unpublished); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*), count(*) FILTER (WHERE seq IS NULL) FROM stock_events`).Scan(&total, &unpublished); err != nil {
 		t.Fatalf("counting stock events: %v", err)
 	}
 	return total, unpublished
@@ -144,27 +104,10 @@ func (b *testBundle) waitPublished(t *testing.T) int64 {
 		total, unpublished = b.eventCounts(t)
 		return unpublished == 0
 	})
-	if latest, err := b.store.StockEventsLatest(b.ctx); err != nil || latest != total {
+	if latest, err := b.Store.StockEventsLatest(b.Ctx); err != nil || latest != total {
 		t.Fatalf("%d events published, but the newest seq is %d (%v)", total, latest, err)
 	}
 	return total
-}
-
-// published reads every published event after after from the database.
-func (b *testBundle) published(t *testing.T, after int64) []domain.StockEvent {
-	t.Helper()
-	var out []domain.StockEvent
-	for {
-		page, err := b.store.StockEventsAfter(b.ctx, after, domain.MaxStockEventsPage)
-		if err != nil {
-			t.Fatalf("StockEventsAfter(%d): %v", after, err)
-		}
-		if len(page) == 0 {
-			return out
-		}
-		out = append(out, page...)
-		after = page[len(page)-1].Seq
-	}
 }
 
 // waitFor calls cond every 10 ms until it returns true and fails the test,
@@ -192,7 +135,7 @@ func onlySKU(sku string) func(context.Context, domain.StockEvent) (domain.StockE
 	}
 }
 
-// subscriber is one events.Subscribe call and what came of it.
+// subscriber is one Broker.SubscribeStockEvents call and what came of it.
 type subscriber struct {
 	name   string
 	ch     chan domain.StockEvent
@@ -220,7 +163,7 @@ func subscribeCtx(t *testing.T, parent context.Context, br *events.Broker, name 
 	ctx, cancel := context.WithCancel(parent)
 	s := &subscriber{name: name, ch: make(chan domain.StockEvent, buffer), cancel: cancel, ended: make(chan struct{}), closed: make(chan struct{})}
 	t.Cleanup(cancel)
-	events.Subscribe(ctx, br, after, convert, s.ch, func(err error) {
+	br.SubscribeStockEvents(ctx, after, domain.NewStockEventSink(convert, s.ch), func(err error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.doneCalls++

@@ -30,7 +30,7 @@ func newWorkload(t *testing.T, b *testBundle, prefix string, skus, locations int
 	for i := range locations {
 		w.locations = append(w.locations, fmt.Sprintf("%s-L%d", prefix, i))
 	}
-	b.catalog(t, domain.KindQuantity, w.skus, w.locations...)
+	b.Catalog(t, domain.KindQuantity, w.skus, w.locations...)
 	for _, s := range w.skus {
 		for _, l := range w.locations {
 			b.receive(t, s, l, 40)
@@ -71,16 +71,16 @@ func (w *workload) writer(g, n int, seed uint64) error {
 		var err error
 		switch op := rng.IntN(10); {
 		case op < 3:
-			_, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1 + rng.IntN(3), Reference: "PO"})
+			_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1 + rng.IntN(3), Reference: "PO"})
 		case op < 5:
 			delta := 1 + rng.IntN(2)
 			if op == 4 {
 				delta = -delta
 			}
-			_, err = b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C"})
+			_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C"})
 		case op < 8 || len(held) == 0:
 			var res domain.Reservation
-			res, _, err = b.store.ReservationCreate(b.ctx, domain.ReserveInput{
+			res, _, err = b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{
 				CheckoutID: fmt.Sprintf("cart-%d-%d", seed, g), RequestKey: fmt.Sprintf("k%d", i), TTLSeconds: 600,
 				Lines: []domain.ReserveLine{{SKU: sku, Location: &loc, Quantity: 1 + rng.IntN(2)}}})
 			if err == nil {
@@ -90,7 +90,7 @@ func (w *workload) writer(g, n int, seed uint64) error {
 			k := rng.IntN(len(held))
 			id := held[k]
 			held = append(held[:k], held[k+1:]...)
-			_, err = b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
+			_, err = b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
 		}
 		if e, ok := domain.AsError(err); ok && (e.Code == domain.CodeOutOfStock || e.Code == domain.CodeBelowReserved) {
 			continue
@@ -106,7 +106,7 @@ func (w *workload) writer(g, n int, seed uint64) error {
 // balances returns every balance's on_hand and reserved by "sku@location".
 func (b *testBundle) balances(t *testing.T) map[string][2]int {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT s.code || '@' || l.code, b.on_hand, b.reserved
 		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`)
 	if err != nil {

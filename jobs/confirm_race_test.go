@@ -42,7 +42,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 	b.startClient(t, cfg)
 	sku := func(i int) string { return fmt.Sprintf("SKU-%02d", i) }
 	for i := range n {
-		b.stock(t, sku(i), "AMS", onHand)
+		b.Stock(t, sku(i), "AMS", onHand)
 	}
 
 	holds := make([]domain.Reservation, n)
@@ -63,7 +63,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 		wg.Go(func() {
 			time.Sleep(time.Until(holds[i].ExpiresAt.Add(offset(i))))
 			calledAt[i] = time.Now()
-			results[i], errs[i] = b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{
+			results[i], errs[i] = b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{
 				ID: holds[i].ID, OrderRef: fmt.Sprintf("ORD-%02d", i)})
 		})
 	}
@@ -73,7 +73,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 	lastDeadline := holds[n-1].ExpiresAt
 	waitFor(t, lastDeadline.Add(10*time.Second), "every hold to end", func() bool {
 		var held int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM reservations WHERE status = 'held'`).Scan(&held); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM reservations WHERE status = 'held'`).Scan(&held); err != nil {
 			t.Fatal(err)
 		}
 		return held == 0
@@ -83,7 +83,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 	minLatency, maxLatency := time.Hour, time.Duration(0)
 	for i, h := range holds {
 		r := b.reservation(t, h.ID)
-		on, rsv := b.balance(t, sku(i), "AMS")
+		on, rsv := b.Balance(t, sku(i), "AMS")
 		rows := b.endRows(t, h.ID)
 		where := fmt.Sprintf("hold %d (confirm called %v after its deadline)", i, calledAt[i].Sub(h.ExpiresAt))
 		if errs[i] == nil {
@@ -123,7 +123,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 		latency := r.endedAt.Sub(r.expiresAt)
 		minLatency, maxLatency = min(minLatency, latency), max(maxLatency, latency)
 		var orders int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, h.ID).Scan(&orders); err != nil || orders != 0 {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM orders WHERE reservation_id = $1`, h.ID).Scan(&orders); err != nil || orders != 0 {
 			t.Fatalf("%s: expired, but %d orders (%v)", where, orders, err)
 		}
 	}
@@ -136,7 +136,7 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 	// Totals in SQL: every unit is either sold or back on the shelf, and
 	// each balance equals its ledger's sums.
 	var sumOnHand, sumReserved, ledgerOnHand, ledgerReserved int
-	if err := b.pool.QueryRow(b.ctx, `
+	if err := b.Pool.QueryRow(b.Ctx, `
 		SELECT (SELECT sum(on_hand) FROM balances), (SELECT sum(reserved) FROM balances),
 		       (SELECT sum(on_hand_delta) FROM stock_movements), (SELECT sum(reserved_delta) FROM stock_movements)`).
 		Scan(&sumOnHand, &sumReserved, &ledgerOnHand, &ledgerReserved); err != nil {
@@ -146,13 +146,13 @@ func raceConfirmsWithExpiry(t *testing.T, sweepGrace time.Duration, expirers ...
 		t.Fatalf("totals: on_hand %d (ledger %d) reserved %d (ledger %d), want on_hand %d and reserved 0",
 			sumOnHand, ledgerOnHand, sumReserved, ledgerReserved, n*onHand-confirmed*q)
 	}
-	b.requireReconciled(t)
+	b.RequireReconciled(t)
 
 	// Every expiry job finishes without an error, including those whose hold
 	// was confirmed or swept first.
 	waitFor(t, time.Now().Add(10*time.Second), "every expiry job to be completed", func() bool {
 		var open int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job WHERE kind = 'reservation_expiry' AND state <> 'completed'`).Scan(&open); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM river_job WHERE kind = 'reservation_expiry' AND state <> 'completed'`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
 		return open == 0

@@ -9,7 +9,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"inventory/domain"
-	"inventory/store"
 )
 
 // Expirer expires one hold when due, and every hold due, in sets.
@@ -32,7 +31,7 @@ type Expirer interface {
 // says which path ended each hold: actor system:expiry-job for a hold's own
 // job, system:expiry-set for a set, system:sweeper for the backstop.
 type ExpiryWorker struct {
-	river.WorkerDefaults[store.ReservationExpiryArgs]
+	river.WorkerDefaults[ReservationExpiryArgs]
 	Expirer Expirer
 	// SetSize is how many due holds one transaction ends (default 1000).
 	SetSize int
@@ -40,7 +39,7 @@ type ExpiryWorker struct {
 
 // Work expires the hold or snoozes until its deadline, then ends whatever
 // else is due.
-func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[store.ReservationExpiryArgs]) error {
+func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[ReservationExpiryArgs]) error {
 	notBefore, expired, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
 	if err != nil {
 		return fmt.Errorf("expire %s: %w", job.Args.ReservationID, err)

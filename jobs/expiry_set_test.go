@@ -24,7 +24,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 		onHand = holds
 	)
 	for i := range skus {
-		b.stock(t, fmt.Sprintf("SKU-%d", i), "AMS", onHand)
+		b.Stock(t, fmt.Sprintf("SKU-%d", i), "AMS", onHand)
 	}
 	ids := make([]string, holds)
 	var wg sync.WaitGroup
@@ -33,7 +33,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < holds; i += 8 {
 				loc := "AMS"
-				res, _, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: fmt.Sprintf("cart-%d", i),
+				res, _, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: fmt.Sprintf("cart-%d", i),
 					RequestKey: "k", TTLSeconds: ttl, Lines: []domain.ReserveLine{{SKU: fmt.Sprintf("SKU-%d", i%skus), Location: &loc, Quantity: 1}}})
 				if err != nil {
 					errs <- err
@@ -60,7 +60,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 			for i := w * 5; i < holds; i += 20 {
 				id := ids[i]
 				if i%10 == 0 {
-					res, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: "ORD-" + id})
+					res, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: "ORD-" + id})
 					if e, ok := domain.AsError(err); ok && e.Code == domain.CodeReservationExpired {
 						continue
 					}
@@ -72,7 +72,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 					confirmed[id] = res.Status == domain.StatusConfirmed
 					mu.Unlock()
 				} else {
-					res, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
+					res, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
 					if err != nil {
 						t.Errorf("release %s: %v", id, err)
 						continue
@@ -89,7 +89,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 	start := time.Now()
 	waitFor(t, time.Now().Add(30*time.Second), "every hold to end", func() bool {
 		var held int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM reservations WHERE status = 'held'`).Scan(&held); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM reservations WHERE status = 'held'`).Scan(&held); err != nil {
 			t.Fatal(err)
 		}
 		return held == 0
@@ -97,7 +97,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 	t.Logf("%d holds ended %v after the first poll", holds, time.Since(start).Round(time.Millisecond))
 
 	// Exactly one ending per hold, by a path allowed for its status.
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT r.id, r.status, count(m.id), coalesce(min(m.actor), ''), coalesce(min(m.cause), '')
 		FROM reservations r LEFT JOIN stock_movements m ON m.reservation_id = r.id AND m.cause <> 'reserved'
 		GROUP BY r.id, r.status`)
@@ -142,7 +142,7 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 
 	// One stock event per ended hold.
 	var events, ended int
-	if err := b.pool.QueryRow(b.ctx, `SELECT
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT
 		(SELECT count(*) FROM stock_events WHERE cause IN ('expired', 'released', 'confirmed')),
 		(SELECT count(*) FROM reservations WHERE status <> 'held')`).Scan(&events, &ended); err != nil {
 		t.Fatal(err)
@@ -151,13 +151,13 @@ func TestExpiryStormEndsEachHoldOnce(t *testing.T) {
 		t.Fatalf("%d ending events for %d ended holds", events, ended)
 	}
 	var reserved, soldUnits, onHandSum int
-	if err := b.pool.QueryRow(b.ctx, `SELECT sum(reserved), sum(on_hand),
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT sum(reserved), sum(on_hand),
 		(SELECT count(*) FROM reservations WHERE status = 'confirmed') FROM balances`).Scan(&reserved, &onHandSum, &soldUnits); err != nil {
 		t.Fatal(err)
 	}
 	if reserved != 0 || onHandSum != skus*onHand-soldUnits {
 		t.Fatalf("balances: reserved %d, on_hand %d; want 0 and %d", reserved, onHandSum, skus*onHand-soldUnits)
 	}
-	b.requireReconciled(t)
+	b.RequireReconciled(t)
 	b.requireNoJobErrors(t)
 }

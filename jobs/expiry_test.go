@@ -8,7 +8,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"inventory/jobs"
-	"inventory/store"
 )
 
 // waitExpired polls the reservation every 100 ms until it is no longer held,
@@ -58,12 +57,12 @@ func (b *testBundle) waitJobCompleted(t *testing.T, reservationID string, jobID 
 func TestExpiryJobExpiresHoldAtDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "HP", "AMS", 5)
+	b.Stock(t, "HP", "AMS", 5)
 	b.startClient(t, b.config())
 
 	start := time.Now()
 	res := b.reserve(t, "k1", "HP", "AMS", 2, 2)
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 2 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 2 {
 		t.Fatalf("after reserve: on_hand %d reserved %d", on, rsv)
 	}
 	js := b.expiryJobs(t, res.ID)
@@ -75,14 +74,14 @@ func TestExpiryJobExpiresHoldAtDeadline(t *testing.T) {
 	t.Logf("expiry latency after expires_at: %v by the expiring transaction (ended_at), %v as seen by polling every 100 ms",
 		r.endedAt.Sub(r.expiresAt), seen.Sub(r.expiresAt))
 
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
 		t.Fatalf("after expiry: on_hand %d reserved %d, want 5 and 0", on, rsv)
 	}
 	b.requireEndedBy(t, res.ID, "expired", "system:expiry-job", 2)
 	b.waitJobCompleted(t, res.ID, js[0].id)
 	b.requireNoJobErrors(t)
-	b.requireReconciled(t)
-	h, err := b.store.InventoryHealthGet(b.ctx)
+	b.RequireReconciled(t)
+	h, err := b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.HeldReservations != 0 || h.OverdueHolds != 0 {
 		t.Fatalf("health after expiry: %+v %v", h, err)
 	}
@@ -94,7 +93,7 @@ func TestExpiryJobExpiresHoldAtDeadline(t *testing.T) {
 func TestExpiryJobSnoozesToExtendedDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "HP", "AMS", 5)
+	b.Stock(t, "HP", "AMS", 5)
 
 	res := b.reserve(t, "k1", "HP", "AMS", 1, 2)
 	ext := b.extend(t, res.ID, 6)
@@ -120,7 +119,7 @@ func TestExpiryJobSnoozesToExtendedDeadline(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 1 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 1 {
 		t.Fatalf("at the old deadline + 3s: on_hand %d reserved %d, want 5 and 1", on, rsv)
 	}
 	if rows := b.endRows(t, res.ID); len(rows) != 0 {
@@ -159,7 +158,7 @@ func TestExpiryJobSnoozesToExtendedDeadline(t *testing.T) {
 	if !r.expiresAt.Equal(ext.ExpiresAt) {
 		t.Fatalf("expires_at %v, want the extended %v", r.expiresAt, ext.ExpiresAt)
 	}
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
 		t.Fatalf("after expiry: on_hand %d reserved %d, want 5 and 0", on, rsv)
 	}
 	b.requireEndedBy(t, res.ID, "expired", "system:expiry-job", 1)
@@ -167,7 +166,7 @@ func TestExpiryJobSnoozesToExtendedDeadline(t *testing.T) {
 		t.Fatalf("completed expiry job: %+v, want one snooze and one attempt", j)
 	}
 	b.requireNoJobErrors(t)
-	b.requireReconciled(t)
+	b.RequireReconciled(t)
 }
 
 // Shortening a hold schedules a new job at the earlier deadline, which expires
@@ -175,7 +174,7 @@ func TestExpiryJobSnoozesToExtendedDeadline(t *testing.T) {
 func TestExpiryJobAtShortenedDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "HP", "AMS", 5)
+	b.Stock(t, "HP", "AMS", 5)
 	b.startClient(t, b.config())
 
 	res := b.reserve(t, "k1", "HP", "AMS", 3, 60)
@@ -191,7 +190,7 @@ func TestExpiryJobAtShortenedDeadline(t *testing.T) {
 	seen, r := b.waitExpired(t, res.ID, ext.ExpiresAt.Add(10*time.Second))
 	t.Logf("expiry latency after the shortened expires_at: %v by ended_at, %v as seen by polling",
 		r.endedAt.Sub(r.expiresAt), seen.Sub(r.expiresAt))
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
 		t.Fatalf("after expiry: on_hand %d reserved %d, want 5 and 0", on, rsv)
 	}
 	b.requireEndedBy(t, res.ID, "expired", "system:expiry-job", 3)
@@ -201,15 +200,15 @@ func TestExpiryJobAtShortenedDeadline(t *testing.T) {
 	}
 
 	// When the old job runs, the hold has ended: it succeeds and changes nothing.
-	w := &jobs.ExpiryWorker{Expirer: b.store}
-	if err := w.Work(b.ctx, &river.Job[store.ReservationExpiryArgs]{JobRow: &rivertype.JobRow{ID: js[0].id, Kind: "reservation_expiry"},
-		Args: store.ReservationExpiryArgs{ReservationID: res.ID}}); err != nil {
+	w := &jobs.ExpiryWorker{Expirer: b.Store}
+	if err := w.Work(b.Ctx, &river.Job[jobs.ReservationExpiryArgs]{JobRow: &rivertype.JobRow{ID: js[0].id, Kind: "reservation_expiry"},
+		Args: jobs.ReservationExpiryArgs{ReservationID: res.ID}}); err != nil {
 		t.Fatalf("the old expiry job after the hold ended: %v", err)
 	}
 	b.requireEndedBy(t, res.ID, "expired", "system:expiry-job", 3)
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 0 {
 		t.Fatalf("after the old job: on_hand %d reserved %d, want 5 and 0", on, rsv)
 	}
 	b.requireNoJobErrors(t)
-	b.requireReconciled(t)
+	b.RequireReconciled(t)
 }

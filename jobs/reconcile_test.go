@@ -20,7 +20,7 @@ const (
 // a bug would.
 func (b *testBundle) breakBalance(t *testing.T, sku, location string) {
 	t.Helper()
-	tag, err := b.pool.Exec(b.ctx, `
+	tag, err := b.Pool.Exec(b.Ctx, `
 		UPDATE balances SET on_hand = on_hand + 1
 		WHERE sku_id = (SELECT id FROM skus WHERE code = $1) AND location_id = (SELECT id FROM locations WHERE code = $2)`, sku, location)
 	if err != nil || tag.RowsAffected() != 1 {
@@ -34,13 +34,13 @@ func (b *testBundle) breakBalance(t *testing.T, sku, location string) {
 func TestReconcileWorkerLogsMismatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "HP", "AMS", 5)
-	b.stock(t, "KB", "AMS", 3)
+	b.Stock(t, "HP", "AMS", 5)
+	b.Stock(t, "KB", "AMS", 3)
 	b.reserve(t, "k1", "HP", "AMS", 2, 600)
-	w := &jobs.ReconcileWorker{Reconciler: b.store, Logger: b.logger}
+	w := &jobs.ReconcileWorker{Reconciler: b.Store, Logger: b.logger}
 	job := &river.Job[jobs.ReconcileArgs]{JobRow: &rivertype.JobRow{ID: 1, Kind: jobs.ReconcileArgs{}.Kind()}}
 
-	if err := w.Work(b.ctx, job); err != nil {
+	if err := w.Work(b.Ctx, job); err != nil {
 		t.Fatalf("reconcile on a clean database: %v", err)
 	}
 	if got := b.logs.lines(passMsg, "issues=0"); len(got) != 1 {
@@ -52,7 +52,7 @@ func TestReconcileWorkerLogsMismatches(t *testing.T) {
 
 	b.breakBalance(t, "HP", "AMS")
 	b.logs.Reset()
-	if err := w.Work(b.ctx, job); err != nil {
+	if err := w.Work(b.Ctx, job); err != nil {
 		t.Fatalf("reconcile with a mismatch: %v", err)
 	}
 	got := b.logs.lines("level=ERROR", mismatchMsg)
@@ -63,7 +63,7 @@ func TestReconcileWorkerLogsMismatches(t *testing.T) {
 	if len(b.logs.lines(passMsg, "issues=1")) != 1 || len(b.logs.lines("sku=KB")) != 0 {
 		t.Fatalf("log after breaking HP:\n%s", b.logs.String())
 	}
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 6 || rsv != 2 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 6 || rsv != 2 {
 		t.Fatalf("reconcile changed the balance: on_hand %d reserved %d, want 6 and 2 as broken", on, rsv)
 	}
 }
@@ -73,8 +73,8 @@ func TestReconcileWorkerLogsMismatches(t *testing.T) {
 func TestReconcilePeriodicJobReportsMismatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "SKU-BROKEN", "AMS", 4)
-	b.stock(t, "SKU-OK", "AMS", 4)
+	b.Stock(t, "SKU-BROKEN", "AMS", 4)
+	b.Stock(t, "SKU-OK", "AMS", 4)
 	b.breakBalance(t, "SKU-BROKEN", "AMS")
 
 	b.startClient(t, b.config())
@@ -91,7 +91,7 @@ func TestReconcilePeriodicJobReportsMismatch(t *testing.T) {
 	}
 	waitFor(t, time.Now().Add(5*time.Second), "the reconcile job to be completed", func() bool {
 		var state string
-		if err := b.pool.QueryRow(b.ctx, `SELECT state::text FROM river_job WHERE kind = 'reconcile'`).Scan(&state); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT state::text FROM river_job WHERE kind = 'reconcile'`).Scan(&state); err != nil {
 			t.Fatalf("the reconcile job: %v", err)
 		}
 		return state == "completed"

@@ -1,48 +1,22 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"inventory/domain"
 	"inventory/jobs"
-	"inventory/pgtest"
-	"inventory/store"
+	"inventory/testkit"
 )
 
-// logBuffer collects slog text output from the workers and River, which log
-// from their own goroutines; the mutex makes reading it while they write safe.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) Reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Reset()
-}
+// logBuffer is the workers' and River's log, as the tests read it.
+type logBuffer struct{ testkit.LogBuffer }
 
 // lines returns the logged lines that contain every one of parts.
 func (l *logBuffer) lines(parts ...string) []string {
@@ -62,16 +36,14 @@ func (l *logBuffer) lines(parts ...string) []string {
 // testBundle is what the job tests need: a store on a database of its own, a
 // context acting as an admin, and a logger whose output the test can read.
 type testBundle struct {
-	ctx    context.Context
-	pool   *pgxpool.Pool
-	store  *store.Store
+	testkit.Kit
 	logs   *logBuffer
 	logger *slog.Logger
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	kit := testkit.New(t, "test")
 	logs := &logBuffer{}
 	// Registered before any client is started, so it runs after the client
 	// stopped: the whole log is there to read when a test failed.
@@ -81,9 +53,7 @@ func setup(t *testing.T) *testBundle {
 		}
 	})
 	return &testBundle{
-		ctx:    domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "test"}),
-		pool:   pool,
-		store:  store.New(pool),
+		Kit:    kit,
 		logs:   logs,
 		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
@@ -94,10 +64,10 @@ func setup(t *testing.T) *testBundle {
 // never takes a hold from its job; sweeper tests shorten it.
 func (b *testBundle) config() jobs.Config {
 	return jobs.Config{
-		Reconciler:        b.store,
-		Expirer:           b.store,
-		Sweeper:           b.store,
-		EventsPruner:      b.store,
+		Reconciler:        b.Store,
+		Expirer:           b.Store,
+		Sweeper:           b.Store,
+		EventsPruner:      b.Store,
 		EventsRetention:   7 * 24 * time.Hour,
 		Logger:            b.logger,
 		ReconcileInterval: time.Hour,
@@ -111,7 +81,7 @@ func (b *testBundle) config() jobs.Config {
 // stops it when the test ends (before the pool closes).
 func (b *testBundle) startClient(t *testing.T, cfg jobs.Config) *river.Client[pgx.Tx] {
 	t.Helper()
-	client, err := jobs.NewClient(b.pool, cfg)
+	client, err := jobs.NewClient(b.Pool, cfg)
 	if err != nil {
 		t.Fatalf("jobs.NewClient: %v", err)
 	}
@@ -128,29 +98,10 @@ func (b *testBundle) startClient(t *testing.T, cfg jobs.Config) *river.Client[pg
 	return client
 }
 
-// stock creates the location and a QUANTITY SKU as needed and receives onHand
-// units of it there.
-func (b *testBundle) stock(t *testing.T, sku, location string, onHand int) {
-	t.Helper()
-	if _, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: location, Name: location}); err != nil {
-		if e, ok := domain.AsError(err); !ok || e.Code != domain.CodeAlreadyExists {
-			t.Fatal(err)
-		}
-	}
-	if _, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: domain.KindQuantity}); err != nil {
-		t.Fatal(err)
-	}
-	if onHand > 0 {
-		if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: location, Quantity: onHand, Reference: "test"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // reserve holds q units of sku at location for ttl seconds.
 func (b *testBundle) reserve(t *testing.T, key, sku, location string, q, ttl int) domain.Reservation {
 	t.Helper()
-	res, replayed, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-" + key, RequestKey: key, TTLSeconds: ttl,
+	res, replayed, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-" + key, RequestKey: key, TTLSeconds: ttl,
 		Lines: []domain.ReserveLine{{SKU: sku, Location: &location, Quantity: q}}})
 	if err != nil || replayed || res.Status != domain.StatusHeld {
 		t.Fatalf("reserve %s: %+v replayed=%v err=%v", key, res, replayed, err)
@@ -160,7 +111,7 @@ func (b *testBundle) reserve(t *testing.T, key, sku, location string, q, ttl int
 
 func (b *testBundle) extend(t *testing.T, id string, ttl int) domain.Reservation {
 	t.Helper()
-	res, err := b.store.ReservationExtend(b.ctx, domain.Scope{}, domain.ExtendInput{ID: id, TTLSeconds: ttl})
+	res, err := b.Store.ReservationExtend(b.Ctx, domain.Scope{}, domain.ExtendInput{ID: id, TTLSeconds: ttl})
 	if err != nil || res.Status != domain.StatusHeld {
 		t.Fatalf("extend %s to %ds: %+v %v", id, ttl, res, err)
 	}
@@ -177,23 +128,11 @@ type resRow struct {
 func (b *testBundle) reservation(t *testing.T, id string) resRow {
 	t.Helper()
 	var r resRow
-	if err := b.pool.QueryRow(b.ctx, `SELECT status, expires_at, ended_at FROM reservations WHERE id = $1`, id).
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT status, expires_at, ended_at FROM reservations WHERE id = $1`, id).
 		Scan(&r.status, &r.expiresAt, &r.endedAt); err != nil {
 		t.Fatalf("reading reservation %s: %v", id, err)
 	}
 	return r
-}
-
-// balance reads on_hand and reserved of one balance in SQL.
-func (b *testBundle) balance(t *testing.T, sku, location string) (onHand, reserved int) {
-	t.Helper()
-	err := b.pool.QueryRow(b.ctx, `
-		SELECT b.on_hand, b.reserved FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
-		WHERE s.code = $1 AND l.code = $2`, sku, location).Scan(&onHand, &reserved)
-	if err != nil {
-		t.Fatalf("reading balance %s@%s: %v", sku, location, err)
-	}
-	return onHand, reserved
 }
 
 // ledgerRow is one stock_movements row written for a reservation.
@@ -207,7 +146,7 @@ type ledgerRow struct {
 // for it other than the 'reserved' one written when it was made.
 func (b *testBundle) endRows(t *testing.T, id string) []ledgerRow {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT cause, actor, on_hand_delta, reserved_delta FROM stock_movements
 		WHERE reservation_id = $1 AND cause <> 'reserved' ORDER BY id`, id)
 	if err != nil {
@@ -237,15 +176,6 @@ func (b *testBundle) requireEndedBy(t *testing.T, id, cause, actor string, q int
 	}
 }
 
-// requireReconciled fails unless every balance equals its ledger's sums.
-func (b *testBundle) requireReconciled(t *testing.T) {
-	t.Helper()
-	issues, err := b.store.Reconciliation(b.ctx)
-	if err != nil || len(issues) != 0 {
-		t.Fatalf("Reconciliation: %+v %v", issues, err)
-	}
-}
-
 // expiryJob is a reservation_expiry row in river_job.
 type expiryJob struct {
 	id          int64
@@ -260,7 +190,7 @@ type expiryJob struct {
 // expiryJobs returns the reservation's expiry jobs in insertion order.
 func (b *testBundle) expiryJobs(t *testing.T, reservationID string) []expiryJob {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT id, state::text, attempt, scheduled_at, attempted_at, coalesce((metadata->>'snoozes')::int, 0), coalesce(cardinality(errors), 0)
 		FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = $1 ORDER BY id`, reservationID)
 	if err != nil {
@@ -280,7 +210,7 @@ func (b *testBundle) expiryJobs(t *testing.T, reservationID string) []expiryJob 
 // failed (and would be retried) is a bug even if a retry later succeeds.
 func (b *testBundle) requireNoJobErrors(t *testing.T) {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT id, kind, state::text, errors::text FROM river_job WHERE coalesce(cardinality(errors), 0) > 0`)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT id, kind, state::text, errors::text FROM river_job WHERE coalesce(cardinality(errors), 0) > 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +246,7 @@ func waitFor(t *testing.T, deadline time.Time, what string, cond func() bool) {
 func (b *testBundle) dbNow(t *testing.T) time.Time {
 	t.Helper()
 	var now time.Time
-	if err := b.pool.QueryRow(b.ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
 	return now

@@ -12,14 +12,14 @@ import (
 func TestSweeperReleasesOverdueHoldsWithoutJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "HP", "AMS", 5)
-	b.stock(t, "KB", "AMS", 5)
+	b.Stock(t, "HP", "AMS", 5)
+	b.Stock(t, "KB", "AMS", 5)
 
 	// No client runs yet: the jobs are inserted, and then lost.
 	lost1 := b.reserve(t, "lost-1", "HP", "AMS", 2, 1)
 	lost2 := b.reserve(t, "lost-2", "KB", "AMS", 1, 1)
 	kept := b.reserve(t, "kept", "HP", "AMS", 1, 600)
-	tag, err := b.pool.Exec(b.ctx, `DELETE FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = ANY($1)`,
+	tag, err := b.Pool.Exec(b.Ctx, `DELETE FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = ANY($1)`,
 		[]string{lost1.ID, lost2.ID})
 	if err != nil || tag.RowsAffected() != 2 {
 		t.Fatalf("deleting the expiry jobs: %v %v", tag, err)
@@ -27,13 +27,13 @@ func TestSweeperReleasesOverdueHoldsWithoutJobs(t *testing.T) {
 	const grace = time.Second
 	waitFor(t, time.Now().Add(10*time.Second), "both holds to be overdue by more than the grace", func() bool {
 		var n int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM reservations WHERE status = 'held'
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM reservations WHERE status = 'held'
 			AND expires_at < clock_timestamp() - make_interval(secs => $1)`, grace.Seconds()+0.2).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 2
 	})
-	h, err := b.store.InventoryHealthGet(b.ctx)
+	h, err := b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.HeldReservations != 3 || h.OverdueHolds != 2 || h.LastSweepAt != nil || h.LastSweepReleased != nil {
 		t.Fatalf("health before the sweeper ran: %+v %v", h, err)
 	}
@@ -59,14 +59,14 @@ func TestSweeperReleasesOverdueHoldsWithoutJobs(t *testing.T) {
 	if r := b.reservation(t, kept.ID); r.status != "held" {
 		t.Fatalf("a hold that is not overdue: %+v, want held", r)
 	}
-	if on, rsv := b.balance(t, "HP", "AMS"); on != 5 || rsv != 1 {
+	if on, rsv := b.Balance(t, "HP", "AMS"); on != 5 || rsv != 1 {
 		t.Fatalf("HP after the sweep: on_hand %d reserved %d, want 5 and 1", on, rsv)
 	}
-	if on, rsv := b.balance(t, "KB", "AMS"); on != 5 || rsv != 0 {
+	if on, rsv := b.Balance(t, "KB", "AMS"); on != 5 || rsv != 0 {
 		t.Fatalf("KB after the sweep: on_hand %d reserved %d, want 5 and 0", on, rsv)
 	}
 
-	rows, err := b.pool.Query(b.ctx, `SELECT released FROM sweeper_runs ORDER BY id`)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT released FROM sweeper_runs ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSweeperReleasesOverdueHoldsWithoutJobs(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0] != 2 {
 		t.Fatalf("sweeper_runs released: %v %v, want one pass that released 2", runs, err)
 	}
-	h, err = b.store.InventoryHealthGet(b.ctx)
+	h, err = b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.LastSweepReleased == nil || *h.LastSweepReleased != 2 || h.LastSweepAt == nil ||
 		h.LastSweepAt.Before(started) || h.LastSweepAt.After(b.dbNow(t)) || h.HeldReservations != 1 || h.OverdueHolds != 0 {
 		t.Fatalf("health after the sweep: %+v (last sweep %v released %v) %v, want the pass since %v that released 2",
@@ -86,13 +86,13 @@ func TestSweeperReleasesOverdueHoldsWithoutJobs(t *testing.T) {
 	})
 	waitFor(t, time.Now().Add(5*time.Second), "the sweep job to be completed", func() bool {
 		var state string
-		if err := b.pool.QueryRow(b.ctx, `SELECT state::text FROM river_job WHERE kind = 'reservation_sweep'`).Scan(&state); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT state::text FROM river_job WHERE kind = 'reservation_sweep'`).Scan(&state); err != nil {
 			t.Fatalf("the sweep job: %v", err)
 		}
 		return state == "completed"
 	})
 	b.requireNoJobErrors(t)
-	b.requireReconciled(t)
+	b.RequireReconciled(t)
 }
 
 func optInt(p *int) any {

@@ -9,6 +9,7 @@ import (
 	"inventory/domain"
 	"inventory/pgtest"
 	"inventory/store"
+	"inventory/testkit"
 )
 
 // countingReservations counts reads of single reservations on a real store.
@@ -30,7 +31,7 @@ func (c *countingReservations) ReservationGetByID(ctx context.Context, scope dom
 func TestReservationChangesReadOncePerMessage(t *testing.T) {
 	t.Parallel()
 	ctx := domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "test-admin"})
-	st := store.New(pgtest.NewPool(t))
+	st := testkit.NewStore(t, pgtest.NewPool(t))
 	if _, err := st.LocationCreate(ctx, domain.CreateLocationInput{Code: "AMS", Name: "Amsterdam"}); err != nil {
 		t.Fatal(err)
 	}

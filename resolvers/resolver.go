@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"inventory/domain"
-	"inventory/events"
 	"inventory/graph/model"
 )
 
@@ -25,7 +24,7 @@ type Resolver struct {
 	Reservations domain.Reservations
 	UnitCodes    domain.Codes
 	Events       domain.StockEvents
-	Broker       *events.Broker
+	Broker       domain.StockEventStream
 	Tokens       TokenIssuer
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse

@@ -11,7 +11,6 @@ import (
 	"inventory/auth"
 	"inventory/codefile"
 	"inventory/domain"
-	"inventory/events"
 	"inventory/graph"
 	"inventory/graph/model"
 	"iter"
@@ -271,9 +270,7 @@ func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, 
 	if err != nil {
 		return nil, err
 	}
-	out := events.NewChannel[*domain.StockEvent](r.Broker)
-	events.Subscribe(ctx, r.Broker, after, match, out, subscriptionEnded(ctx))
-	return out, nil
+	return subscribe(ctx, r.Broker, after, match), nil
 }
 
 // ReservationChanged is the resolver for the reservationChanged field.
@@ -281,9 +278,7 @@ func (r *subscriptionResolver) ReservationChanged(ctx context.Context, checkoutI
 	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
 		return nil, err
 	}
-	out := events.NewChannel[*domain.Reservation](r.Broker)
-	events.Subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID), out, subscriptionEnded(ctx))
-	return out, nil
+	return subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID)), nil
 }
 
 // Mutation returns graph.MutationResolver implementation.

@@ -9,7 +9,6 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"inventory/domain"
-	"inventory/events"
 	"inventory/socket"
 )
 
@@ -68,6 +67,15 @@ func (r *Resolver) reservationChanges(checkoutID string) func(context.Context, d
 	}
 }
 
+// subscribe streams the events after after (from now when nil) through
+// convert into a new channel of the stream's subscriber capacity, which the
+// subscription closes when it ends, after subscriptionEnded said why.
+func subscribe[T any](ctx context.Context, stream domain.StockEventStream, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error)) <-chan T {
+	out := make(chan T, stream.SubscriberBuffer())
+	stream.SubscribeStockEvents(ctx, after, domain.NewStockEventSink(convert, out), subscriptionEnded(ctx))
+	return out
+}
+
 // subscriptionEnded reports why a subscription ended to a WebSocket client
 // (an error message for that subscription) before it is completed. Over SSE
 // the stream simply ends.
@@ -76,7 +84,7 @@ func subscriptionEnded(ctx context.Context) func(error) {
 		if err == nil {
 			return
 		}
-		var stopped *events.Stopped
+		var stopped *domain.ErrStreamStopped
 		if errors.As(err, &stopped) {
 			// The instance is shutting down: over a WebSocket, close it with
 			// 1012 (service restart) and say where to resume; clients
@@ -86,7 +94,7 @@ func subscriptionEnded(ctx context.Context) func(error) {
 			socket.Close(ctx, socket.CloseServiceRestart, stopped.Error())
 			return
 		}
-		var stalled *events.Stalled
+		var stalled *domain.ErrSubscriberStalled
 		var expired *domain.ErrCursorExpired
 		msg := "internal error: resubscribe with after set to the last seq received"
 		if errors.As(err, &stalled) || errors.As(err, &expired) {

@@ -25,7 +25,7 @@ func TestAPIKeys(t *testing.T) {
 
 	requireKey := func(hash []byte, want *domain.APIKey) {
 		t.Helper()
-		got, err := b.store.APIKeyGetBySecretHash(b.ctx, hash)
+		got, err := b.Store.APIKeyGetBySecretHash(b.Ctx, hash)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,10 +38,10 @@ func TestAPIKeys(t *testing.T) {
 	}
 
 	adminHash, serviceHash := newSecretHash(t), newSecretHash(t)
-	if err := b.store.APIKeyCreate(b.ctx, "ops", domain.RoleAdmin, adminHash); err != nil {
+	if err := b.Store.APIKeyCreate(b.Ctx, "ops", domain.RoleAdmin, adminHash); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.APIKeyCreate(b.ctx, "checkout-backend", domain.RoleService, serviceHash); err != nil {
+	if err := b.Store.APIKeyCreate(b.Ctx, "checkout-backend", domain.RoleService, serviceHash); err != nil {
 		t.Fatal(err)
 	}
 	requireKey(adminHash, &domain.APIKey{Name: "ops", Role: domain.RoleAdmin})
@@ -49,12 +49,12 @@ func TestAPIKeys(t *testing.T) {
 	requireKey(newSecretHash(t), nil)
 
 	// One live key per name.
-	requireCode(t, b.store.APIKeyCreate(b.ctx, "ops", domain.RoleService, newSecretHash(t)), domain.CodeAlreadyExists)
+	requireCode(t, b.Store.APIKeyCreate(b.Ctx, "ops", domain.RoleService, newSecretHash(t)), domain.CodeAlreadyExists)
 
 	requireKeyRows := func(want int) {
 		t.Helper()
 		var n int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != want {
@@ -68,36 +68,36 @@ func TestAPIKeys(t *testing.T) {
 		{"x", "ROOT"}, {"x", ""}, {"x", domain.RoleCheckout}, {"x", domain.RoleAnonymous}, {"x", "admin"},
 		{"", domain.RoleAdmin}, {strings.Repeat("k", 129), domain.RoleAdmin},
 	} {
-		requireCode(t, b.store.APIKeyCreate(b.ctx, bad.name, bad.role, newSecretHash(t)), domain.CodeInvalidInput)
+		requireCode(t, b.Store.APIKeyCreate(b.Ctx, bad.name, bad.role, newSecretHash(t)), domain.CodeInvalidInput)
 	}
 	requireKeyRows(2)
 
 	// Revocation takes effect at once, and only for that key.
-	if err := b.store.APIKeyRevoke(b.ctx, "ops"); err != nil {
+	if err := b.Store.APIKeyRevoke(b.Ctx, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	requireKey(adminHash, nil)
 	requireKey(serviceHash, &domain.APIKey{Name: "checkout-backend", Role: domain.RoleService})
-	requireCode(t, b.store.APIKeyRevoke(b.ctx, "ops"), domain.CodeNotFound)
-	requireCode(t, b.store.APIKeyRevoke(b.ctx, "never-existed"), domain.CodeNotFound)
+	requireCode(t, b.Store.APIKeyRevoke(b.Ctx, "ops"), domain.CodeNotFound)
+	requireCode(t, b.Store.APIKeyRevoke(b.Ctx, "never-existed"), domain.CodeNotFound)
 
 	// The name is free again; the revoked row stays for audit.
 	newHash := newSecretHash(t)
-	if err := b.store.APIKeyCreate(b.ctx, "ops", domain.RoleService, newHash); err != nil {
+	if err := b.Store.APIKeyCreate(b.Ctx, "ops", domain.RoleService, newHash); err != nil {
 		t.Fatalf("re-creating a revoked name: %v", err)
 	}
 	requireKey(newHash, &domain.APIKey{Name: "ops", Role: domain.RoleService})
 	requireKey(adminHash, nil)
 	requireKeyRows(3)
 	var revoked int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM api_keys WHERE name = 'ops' AND revoked_at IS NOT NULL`).Scan(&revoked); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM api_keys WHERE name = 'ops' AND revoked_at IS NOT NULL`).Scan(&revoked); err != nil {
 		t.Fatal(err)
 	}
 	if revoked != 1 {
 		t.Fatalf("%d revoked rows named ops, want 1", revoked)
 	}
 	// And the new key can be revoked in turn.
-	if err := b.store.APIKeyRevoke(b.ctx, "ops"); err != nil {
+	if err := b.Store.APIKeyRevoke(b.Ctx, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	requireKey(newHash, nil)

@@ -36,10 +36,10 @@ func availabilityFixture(t *testing.T) *testBundle {
 		loc                 string
 		pending, preordered int
 	}{{"BER", 7, 2}, {"AMS", 3, 1}} {
-		if _, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: "HEADPHONES", Location: p.loc, PendingSupply: p.pending}); err != nil {
+		if _, err := b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: "HEADPHONES", Location: p.loc, PendingSupply: p.pending}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.pool.Exec(b.ctx, `
+		if _, err := b.Pool.Exec(b.Ctx, `
 			WITH r AS (
 				INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
 				VALUES ('test-fake', 'preorder@' || $1, '\x00', now() + interval '1 day') RETURNING id
@@ -56,7 +56,7 @@ func availabilityFixture(t *testing.T) *testBundle {
 			t.Fatal(err)
 		}
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 	return b
 }
 
@@ -105,7 +105,7 @@ func TestAvailabilityList(t *testing.T) {
 	t.Parallel()
 	b := availabilityFixture(t)
 
-	got, err := b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{
+	got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{
 		SKUs: []string{"CABLE", "NOPE", "HEADPHONES", "EMPTY", "CABLE"},
 	})
 	if err != nil {
@@ -130,7 +130,7 @@ func TestAvailabilityList(t *testing.T) {
 	}
 
 	// Empty query: empty answer.
-	if got, err := b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{}); err != nil || len(got) != 0 {
+	if got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{}); err != nil || len(got) != 0 {
 		t.Fatalf("empty query: %+v, %v", got, err)
 	}
 }
@@ -139,7 +139,7 @@ func TestAvailabilityListLocationFilter(t *testing.T) {
 	t.Parallel()
 	b := availabilityFixture(t)
 
-	got, err := b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{
+	got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{
 		SKUs:      []string{"HEADPHONES", "CABLE", "EMPTY", "NOPE"},
 		Locations: []string{"ZRH", "AMS"}, // filter order does not change sourcing order
 	})
@@ -159,7 +159,7 @@ func TestAvailabilityListLocationFilter(t *testing.T) {
 	}
 
 	// A SKU stocked only outside the filter is known, with nothing in it.
-	got, err = b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{SKUs: []string{"CABLE", "HEADPHONES"}, Locations: []string{"BER"}})
+	got, err = b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{SKUs: []string{"CABLE", "HEADPHONES"}, Locations: []string{"BER"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestAvailabilityListLocationFilter(t *testing.T) {
 
 	// A location the server does not know is a malformed request.
 	for _, locs := range [][]string{{"NOWHERE"}, {"AMS", "NOWHERE"}, {"NOWHERE", "ZRH"}} {
-		got, err := b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{SKUs: []string{"HEADPHONES"}, Locations: locs})
+		got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{SKUs: []string{"HEADPHONES"}, Locations: locs})
 		var le *domain.LimitError
 		if !errors.As(err, &le) {
 			t.Fatalf("filter %v: want a *domain.LimitError, got %v (%+v)", locs, err, got)
@@ -192,7 +192,7 @@ func TestAvailabilityListLimits(t *testing.T) {
 	skus[0], skus[domain.MaxAvailabilitySKUs-1] = "HEADPHONES", "CABLE"
 
 	// 500 is the documented maximum and is answered in full.
-	got, err := b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{SKUs: skus[:domain.MaxAvailabilitySKUs]})
+	got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{SKUs: skus[:domain.MaxAvailabilitySKUs]})
 	if err != nil {
 		t.Fatalf("500 SKUs refused: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestAvailabilityListLimits(t *testing.T) {
 
 	requireLimit := func(name string, q domain.AvailabilityQuery) {
 		t.Helper()
-		got, err := b.store.AvailabilityList(b.ctx, q)
+		got, err := b.Store.AvailabilityList(b.Ctx, q)
 		var le *domain.LimitError
 		if !errors.As(err, &le) {
 			t.Fatalf("%s: want a *domain.LimitError, got %v (%d answers)", name, err, len(got))
@@ -226,7 +226,7 @@ func TestAvailabilityListLimits(t *testing.T) {
 	requireLimit("empty location", domain.AvailabilityQuery{SKUs: []string{"HEADPHONES"}, Locations: []string{""}})
 
 	// 100 filter entries are accepted.
-	got, err = b.store.AvailabilityList(b.ctx, domain.AvailabilityQuery{SKUs: []string{"HEADPHONES"}, Locations: locs[:domain.MaxAvailabilityFilter]})
+	got, err = b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{SKUs: []string{"HEADPHONES"}, Locations: locs[:domain.MaxAvailabilityFilter]})
 	if err != nil {
 		t.Fatalf("100 filter locations refused: %v", err)
 	}

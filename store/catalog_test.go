@@ -11,14 +11,14 @@ func TestLocationCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	loc, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: "AMS", Name: "Amsterdam", Priority: 2})
+	loc, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: "AMS", Name: "Amsterdam", Priority: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if loc != (domain.Location{Code: "AMS", Name: "Amsterdam", Priority: 2}) {
 		t.Fatalf("got %+v", loc)
 	}
-	_, err = b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: "AMS", Name: "Other"})
+	_, err = b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: "AMS", Name: "Other"})
 	requireCode(t, err, domain.CodeAlreadyExists)
 
 	for _, in := range []domain.CreateLocationInput{
@@ -28,10 +28,10 @@ func TestLocationCreate(t *testing.T) {
 		{Code: "OK", Name: "  "},
 		{Code: "OK", Name: "x", Priority: domain.MaxPriority + 1},
 	} {
-		_, err := b.store.LocationCreate(b.ctx, in)
+		_, err := b.Store.LocationCreate(b.Ctx, in)
 		requireCode(t, err, domain.CodeInvalidInput)
 	}
-	locs, err := b.store.LocationList(b.ctx)
+	locs, err := b.Store.LocationList(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestLocationCreate(t *testing.T) {
 		t.Fatalf("refused creates changed the catalog: %+v", locs)
 	}
 	// 128 characters is the documented maximum and is accepted.
-	if _, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: strings.Repeat("é", 128), Name: "long"}); err != nil {
+	if _, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: strings.Repeat("é", 128), Name: "long"}); err != nil {
 		t.Fatalf("128-character code refused: %v", err)
 	}
 }
@@ -64,7 +64,7 @@ func TestSKUCreate(t *testing.T) {
 		{Code: "HEADPHONES", Name: "Headphones", Kind: domain.KindQuantity},
 		{Code: "GIFTCARD-25", Name: "Gift card €25", Kind: domain.KindCodes},
 	} {
-		sku, err := b.store.SKUCreate(b.ctx, in)
+		sku, err := b.Store.SKUCreate(b.Ctx, in)
 		if err != nil {
 			t.Fatalf("SKUCreate(%+v): %v", in, err)
 		}
@@ -74,7 +74,7 @@ func TestSKUCreate(t *testing.T) {
 		if sku.Balances == nil || len(sku.Balances) != 0 {
 			t.Fatalf("a new SKU must have an empty, non-nil Balances slice, got %#v", sku.Balances)
 		}
-		got, err := b.store.SKUGetByCode(b.ctx, in.Code)
+		got, err := b.Store.SKUGetByCode(b.Ctx, in.Code)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestSKUCreate(t *testing.T) {
 		}
 	}
 	var kinds []string
-	if err := b.pool.QueryRow(b.ctx, `SELECT array_agg(kind ORDER BY code) FROM skus`).Scan(&kinds); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT array_agg(kind ORDER BY code) FROM skus`).Scan(&kinds); err != nil {
 		t.Fatal(err)
 	}
 	if len(kinds) != 2 || kinds[0] != "codes" || kinds[1] != "quantity" {
@@ -91,7 +91,7 @@ func TestSKUCreate(t *testing.T) {
 	}
 
 	// The code is taken whatever the kind or name.
-	_, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: "HEADPHONES", Name: "Other", Kind: domain.KindCodes})
+	_, err := b.Store.SKUCreate(b.Ctx, domain.CreateSKUInput{Code: "HEADPHONES", Name: "Other", Kind: domain.KindCodes})
 	requireCode(t, err, domain.CodeAlreadyExists)
 
 	for _, in := range []domain.CreateSKUInput{
@@ -103,17 +103,17 @@ func TestSKUCreate(t *testing.T) {
 		{Code: "OK", Name: "x", Kind: ""},
 		{Code: "OK", Name: "x", Kind: "quantity"},
 	} {
-		_, err := b.store.SKUCreate(b.ctx, in)
+		_, err := b.Store.SKUCreate(b.Ctx, in)
 		requireCode(t, err, domain.CodeInvalidInput)
 	}
 	var n int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM skus`).Scan(&n); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM skus`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
 		t.Fatalf("refused creates changed the catalog: %d SKUs, want 2", n)
 	}
-	got, err := b.store.SKUGetByCode(b.ctx, "HEADPHONES")
+	got, err := b.Store.SKUGetByCode(b.Ctx, "HEADPHONES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestSKUCreate(t *testing.T) {
 		t.Fatalf("ALREADY_EXISTS overwrote the SKU: %+v", got)
 	}
 	// 128 characters is the documented maximum and is accepted.
-	if _, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: strings.Repeat("é", 128), Name: "long", Kind: domain.KindQuantity}); err != nil {
+	if _, err := b.Store.SKUCreate(b.Ctx, domain.CreateSKUInput{Code: strings.Repeat("é", 128), Name: "long", Kind: domain.KindQuantity}); err != nil {
 		t.Fatalf("128-character code refused: %v", err)
 	}
 }
@@ -130,7 +130,7 @@ func TestSKUGetByCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	got, err := b.store.SKUGetByCode(b.ctx, "NOPE")
+	got, err := b.Store.SKUGetByCode(b.Ctx, "NOPE")
 	if err != nil || got != nil {
 		t.Fatalf("unknown SKU: got %+v, %v; want nil, nil", got, err)
 	}
@@ -145,7 +145,7 @@ func TestSKUGetByCode(t *testing.T) {
 	mustReceive(t, b, "HEADPHONES", "BER", 7)
 	mustReceive(t, b, "OTHER", "AMS", 11) // must not show up under HEADPHONES
 
-	got, err = b.store.SKUGetByCode(b.ctx, "HEADPHONES")
+	got, err = b.Store.SKUGetByCode(b.Ctx, "HEADPHONES")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestSKUGetByCode(t *testing.T) {
 
 	// A third location with the same priority as ZRH sorts by code.
 	mustReceive(t, b, "HEADPHONES", "AMS", 1)
-	got, err = b.store.SKUGetByCode(b.ctx, "HEADPHONES")
+	got, err = b.Store.SKUGetByCode(b.Ctx, "HEADPHONES")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestCodesConcurrentReserveOneEach(t *testing.T) {
 	for i := range checkouts {
 		wg.Go(func() {
 			<-start
-			res, replayed, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{
+			res, replayed, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{
 				CheckoutID: fmt.Sprintf("cart-%03d", i), RequestKey: "k", TTLSeconds: 900,
 				Lines: []domain.ReserveLine{{SKU: "GC", Location: ptr("AMS"), Quantity: 1}}})
 			mu.Lock()
@@ -98,11 +98,11 @@ func TestCodesConcurrentReserveOneEach(t *testing.T) {
 			t.Errorf("%s: %d, want %d", check.what, n, check.want)
 		}
 	}
-	if on, rsv := b.balance(t, "GC", "AMS"); on != 150 || rsv != 150 {
+	if on, rsv := b.Balance(t, "GC", "AMS"); on != 150 || rsv != 150 {
 		t.Errorf("balance: on_hand %d reserved %d, want 150 and 150", on, rsv)
 	}
 	var ids []string
-	if err := b.pool.QueryRow(b.ctx, `SELECT array_agg(id::text) FROM reservations WHERE status = 'held'`).Scan(&ids); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT array_agg(id::text) FROM reservations WHERE status = 'held'`).Scan(&ids); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {

@@ -29,7 +29,7 @@ func (b *testBundle) requireNoPlaintext(t *testing.T, code string) {
 		}
 	}
 	// Every table and every bytea column there is, whatever is added later.
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables
 		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'`)
 	if err != nil {
@@ -48,7 +48,7 @@ func (b *testBundle) requireNoPlaintext(t *testing.T, code string) {
 			t.Fatalf("%q found in %d rows of %s", code, n, table)
 		}
 	}
-	rows, err = b.pool.Query(b.ctx, `
+	rows, err = b.Pool.Query(b.Ctx, `
 		SELECT format('%I.%I', table_schema, table_name), quote_ident(column_name) FROM information_schema.columns
 		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND data_type = 'bytea'`)
 	if err != nil {
@@ -97,7 +97,7 @@ func TestCodesEncryptedAtRest(t *testing.T) {
 		b.requireNoPlaintext(t, s)
 	}
 	// Sealing is randomized: the same code sealed twice differs.
-	k := b.store.Keyring
+	k := b.Store.Keyring
 	c1, _ := k.Seal(1, "SAME")
 	c2, _ := k.Seal(1, "SAME")
 	if string(c1) == string(c2) {
@@ -107,7 +107,7 @@ func TestCodesEncryptedAtRest(t *testing.T) {
 	var skuID int64
 	var keyID string
 	var sealed []byte
-	if err := b.pool.QueryRow(b.ctx, `SELECT sku_id, key_id, ciphertext FROM codes ORDER BY id LIMIT 1`).Scan(&skuID, &keyID, &sealed); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT sku_id, key_id, ciphertext FROM codes ORDER BY id LIMIT 1`).Scan(&skuID, &keyID, &sealed); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := k.Open(skuID, keyID, sealed); err != nil || got != secrets[0] {
@@ -135,22 +135,22 @@ func TestCodesKeyRotation(t *testing.T) {
 	}
 	b.codesSKU(t, "GC", "AMS")
 	// No codes yet: any keys pass the check.
-	b.store.Keyring = ring("k9:"+codecrypt.NewKey(), codecrypt.NewKey())
-	if err := b.store.CodesKeyCheck(b.ctx); err != nil {
+	b.Store.Keyring = ring("k9:"+codecrypt.NewKey(), codecrypt.NewKey())
+	if err := b.Store.CodesKeyCheck(b.Ctx); err != nil {
 		t.Fatalf("key check on an empty table: %v", err)
 	}
 
-	b.store.Keyring = ring("k1:"+k1, hmacKey)
+	b.Store.Keyring = ring("k1:"+k1, hmacKey)
 	b.codesImport(t, "GC", "AMS", "B-OLD", "OLD-0001", "OLD-0002", "OLD-0003")
 	early := b.mustCreate(t, "cart-1", "k", 600, line("GC", "AMS", 1))
 	earlyLine := orderLineOf(t, b.codesConfirm(t, early.ID, "ORD-1"))
-	if err := b.store.CodesKeyCheck(b.ctx); err != nil {
+	if err := b.Store.CodesKeyCheck(b.Ctx); err != nil {
 		t.Fatalf("key check with the import's keys: %v", err)
 	}
 
 	// Rotate: k2 seals new codes, k1 still opens the old ones.
 	rotated := ring("k2:"+k2+",k1:"+k1, hmacKey)
-	b.store.Keyring = rotated
+	b.Store.Keyring = rotated
 	if got := b.codesReveal(t, earlyLine.ID); len(got) != 1 || got[0] != "OLD-0001" {
 		t.Fatalf("old code after rotation: %q", got)
 	}
@@ -170,7 +170,7 @@ func TestCodesKeyRotation(t *testing.T) {
 	if got := b.codesReveal(t, lateLine.ID); strings.Join(got, "|") != "OLD-0002|OLD-0003|NEW-0001|NEW-0002" {
 		t.Fatalf("codes of both keys: %q", got)
 	}
-	if err := b.store.CodesKeyCheck(b.ctx); err != nil {
+	if err := b.Store.CodesKeyCheck(b.Ctx); err != nil {
 		t.Fatalf("key check after rotation: %v", err)
 	}
 
@@ -185,27 +185,27 @@ func TestCodesKeyRotation(t *testing.T) {
 		{"another HMAC key", ring("k2:"+k2+",k1:"+k1, codecrypt.NewKey())},
 		{"the keys swapped between ids", ring("k2:"+k1+",k1:"+k2, hmacKey)},
 	} {
-		b.store.Keyring = bad.ring
-		if err := b.store.CodesKeyCheck(b.ctx); err == nil {
+		b.Store.Keyring = bad.ring
+		if err := b.Store.CodesKeyCheck(b.Ctx); err == nil {
 			t.Errorf("CodesKeyCheck passed with %s", bad.what)
 		} else {
 			t.Logf("%s: %v", bad.what, err)
 		}
 	}
-	b.store.Keyring = nil
-	if err := b.store.CodesKeyCheck(b.ctx); err == nil {
+	b.Store.Keyring = nil
+	if err := b.Store.CodesKeyCheck(b.Ctx); err == nil {
 		t.Error("CodesKeyCheck passed without keys while codes are stored")
 	}
 	// A reveal with a wrong key is an error, never garbage, and records
 	// nothing.
 	reveals := b.sqlInt(t, `SELECT count(*) FROM code_reveals`)
-	b.store.Keyring = ring("k2:"+k2+",k1:"+codecrypt.NewKey(), hmacKey)
-	if got, err := b.store.CodesReveal(b.ctx, domain.Scope{}, earlyLine.ID); err == nil {
+	b.Store.Keyring = ring("k2:"+k2+",k1:"+codecrypt.NewKey(), hmacKey)
+	if got, err := b.Store.CodesReveal(b.Ctx, domain.Scope{}, earlyLine.ID); err == nil {
 		t.Fatalf("reveal with a wrong k1 returned %q", got)
 	}
 	if n := b.sqlInt(t, `SELECT count(*) FROM code_reveals`); n != reveals {
 		t.Fatalf("a failed reveal was recorded: %d -> %d", reveals, n)
 	}
-	b.store.Keyring = rotated
+	b.Store.Keyring = rotated
 	b.requireCodeInvariants(t)
 }

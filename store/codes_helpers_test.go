@@ -23,7 +23,7 @@ func withCodesKeyring(t *testing.T, b *testBundle) *codecrypt.Keyring {
 	if err != nil {
 		t.Fatalf("ParseKeyring: %v", err)
 	}
-	b.store.Keyring = k
+	b.Store.Keyring = k
 	return k
 }
 
@@ -32,13 +32,13 @@ func withCodesKeyring(t *testing.T, b *testBundle) *codecrypt.Keyring {
 func (b *testBundle) codesSKU(t *testing.T, sku string, locations ...string) {
 	t.Helper()
 	for _, loc := range locations {
-		if _, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: loc, Name: loc}); err != nil {
+		if _, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: loc, Name: loc}); err != nil {
 			if e, ok := domain.AsError(err); !ok || e.Code != domain.CodeAlreadyExists {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: domain.KindCodes}); err != nil {
+	if _, err := b.Store.SKUCreate(b.Ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: domain.KindCodes}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,7 +47,7 @@ func (b *testBundle) codesSKU(t *testing.T, sku string, locations ...string) {
 // test on any error.
 func (b *testBundle) codesImport(t *testing.T, sku, loc, ref string, codes ...string) domain.CodeBatch {
 	t.Helper()
-	batch, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: ref}, codefile.List(codes))
+	batch, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: ref}, codefile.List(codes))
 	if err != nil {
 		t.Fatalf("CodesImport(%s@%s, %s): %v", sku, loc, ref, err)
 	}
@@ -58,7 +58,7 @@ func (b *testBundle) codesImport(t *testing.T, sku, loc, ref string, codes ...st
 // fails the test on any error.
 func (b *testBundle) codesConfirm(t *testing.T, id, orderRef string) domain.Reservation {
 	t.Helper()
-	res, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: orderRef})
+	res, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: orderRef})
 	if err != nil {
 		t.Fatalf("confirm %s as %s: %v", id, orderRef, err)
 	}
@@ -72,7 +72,7 @@ func (b *testBundle) codesConfirm(t *testing.T, id, orderRef string) domain.Rese
 // and the zero scope, failing the test on any error.
 func (b *testBundle) codesReveal(t *testing.T, orderLineID int64) []string {
 	t.Helper()
-	codes, err := b.store.CodesReveal(b.ctx, domain.Scope{}, orderLineID)
+	codes, err := b.Store.CodesReveal(b.Ctx, domain.Scope{}, orderLineID)
 	if err != nil {
 		t.Fatalf("CodesReveal(%d): %v", orderLineID, err)
 	}
@@ -92,7 +92,7 @@ type fullBalance struct {
 func (b *testBundle) fullBalance(t *testing.T, sku, loc string) fullBalance {
 	t.Helper()
 	var f fullBalance
-	err := b.pool.QueryRow(b.ctx, `
+	err := b.Pool.QueryRow(b.Ctx, `
 		SELECT b.on_hand, b.reserved, b.pending_supply, b.preordered
 		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
 		WHERE s.code = $1 AND l.code = $2`, sku, loc).Scan(&f.OnHand, &f.Reserved, &f.PendingSupply, &f.Preordered)
@@ -113,7 +113,7 @@ func (b *testBundle) requireFullBalance(t *testing.T, sku, loc string, want full
 // a fingerprint of status, links, ciphertext, key id and updated_at.
 func (b *testBundle) codeRowsText(t *testing.T, sku string) map[int64]string {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT c.id, c::text FROM codes c JOIN skus s ON s.id = c.sku_id WHERE s.code = $1`, sku)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT c.id, c::text FROM codes c JOIN skus s ON s.id = c.sku_id WHERE s.code = $1`, sku)
 	if err != nil {
 		t.Fatal(err)
 	}

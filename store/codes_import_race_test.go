@@ -34,7 +34,7 @@ func TestCodesImportRacesBasketOnSameBalance(t *testing.T) {
 		var batch domain.CodeBatch
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			batch, importErr = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("R%03d", round)}, codefile.List(codes))
+			batch, importErr = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("R%03d", round)}, codefile.List(codes))
 		})
 		wg.Go(func() {
 			_, _, err := b.create(fmt.Sprintf("cart-%03d", round), "k", 600, line("GC", "AMS", 1), line("GC", "AMS", 1_000_000))
@@ -84,7 +84,7 @@ func TestCodesImportConcurrentWithPendingPreorders(t *testing.T) {
 				for i := range codes {
 					codes[i] = fmt.Sprintf("R%02d-%d-%d-ZQ", round, j, i)
 				}
-				batches[j], errs[j] = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("R%02d-%d", round, j)}, codefile.List(codes))
+				batches[j], errs[j] = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("R%02d-%d", round, j)}, codefile.List(codes))
 			})
 		}
 		wg.Wait()
@@ -139,7 +139,7 @@ func TestCodesImportConcurrentOverlappingFiles(t *testing.T) {
 		for j, lines := range [][]string{codes, reversed} {
 			wg.Go(func() {
 				<-start
-				batches[j], errs[j] = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("OV%d-%d", round, j)}, codefile.List(lines))
+				batches[j], errs[j] = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: fmt.Sprintf("OV%d-%d", round, j)}, codefile.List(lines))
 			})
 		}
 		close(start)

@@ -11,7 +11,7 @@ import (
 
 	"inventory/codefile"
 	"inventory/domain"
-	"inventory/store"
+	"inventory/testkit"
 )
 
 // importState is everything an import may change: balances and ledger (via
@@ -25,7 +25,7 @@ type importState struct {
 func (b *testBundle) importState(t *testing.T) importState {
 	t.Helper()
 	s := importState{db: b.state(t)}
-	if err := b.pool.QueryRow(b.ctx, `
+	if err := b.Pool.QueryRow(b.Ctx, `
 		SELECT coalesce((SELECT string_agg(cb::text, ';' ORDER BY id) FROM code_batches cb), ''),
 		       coalesce((SELECT string_agg(c::text, ';' ORDER BY id) FROM codes c), '')`).Scan(&s.batches, &s.codes); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestCodesImportCounts(t *testing.T) {
 	b := setup(t)
 	withCodesKeyring(t, b)
 	b.codesSKU(t, "GC", "AMS")
-	b.stock(t, "QS", "AMS", 0)
+	b.Stock(t, "QS", "AMS", 0)
 
 	file := strings.Join([]string{
 		"ABCD-EFGH-0001",         // inserted
@@ -66,7 +66,7 @@ func TestCodesImportCounts(t *testing.T) {
 		"ABCD-EFGH-0002",         // duplicate of the trimmed line above
 		"ABCD-EFGH-0001",         // duplicate, exactly
 	}, "\n")
-	first, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-1"}, codefile.Lines(strings.NewReader(file)))
+	first, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-1"}, codefile.Lines(strings.NewReader(file)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestCodesImportCounts(t *testing.T) {
 	// nothing inserted, nothing changed.
 	before := b.importState(t)
 	for _, lines := range [][]string{{"TOTALLY-NEW-0001", "TOTALLY-NEW-0002"}, {}} {
-		again, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-1"}, codefile.List(lines))
+		again, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-1"}, codefile.List(lines))
 		if err != nil || again != first {
 			t.Fatalf("re-import of B-1 with %q: %+v %v, want %+v", lines, again, err, first)
 		}
@@ -109,7 +109,7 @@ func TestCodesImportCounts(t *testing.T) {
 	// CSV with a header (any case, quoted): the header is not a line; the
 	// code is the first field; a line that is not CSV is rejected.
 	csv := "\"Code\",pin\n\"WXYZ-0001\",1234\nWXYZ-0002,5678\nwxyz-0001,9999\n\"broken,1\n"
-	got, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-CSV"}, codefile.Lines(strings.NewReader(csv)))
+	got, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-CSV"}, codefile.Lines(strings.NewReader(csv)))
 	if want := (domain.CodeBatch{BatchRef: "B-CSV", Received: 4, Inserted: 2, Duplicates: 1, Rejected: 1}); err != nil || got != want {
 		t.Fatalf("CSV import: %+v %v, want %+v", got, err, want)
 	}
@@ -127,7 +127,7 @@ func TestCodesImportCounts(t *testing.T) {
 		{domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: ""}, domain.CodeInvalidInput},
 		{domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: strings.Repeat("r", 129)}, domain.CodeInvalidInput},
 	} {
-		_, err := b.store.CodesImport(b.ctx, c.in, codefile.List([]string{"REFUSED-0001"}))
+		_, err := b.Store.CodesImport(b.Ctx, c.in, codefile.List([]string{"REFUSED-0001"}))
 		e := requireCode(t, err, c.code)
 		if c.code == domain.CodeInvalidInput && c.in.SKU == "QS" && (e.SKU != "QS" || !strings.Contains(e.Message, "QUANTITY")) {
 			t.Fatalf("QUANTITY SKU refusal: %+v", e)
@@ -140,10 +140,10 @@ func TestCodesImportCounts(t *testing.T) {
 	// The caller is told why, as INVALID_INPUT naming the file (the error
 	// stagingSource builds); checked after the database, so that both are
 	// reported.
-	_, err = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-ERR"},
+	_, err = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-ERR"},
 		codesThenError(errors.New("disk on fire"), "ERR-0001", "ERR-0002", "ERR-0003"))
 	tooLong := "LONG-0001\n" + strings.Repeat("L", codefile.MaxLineBytes+1) + "\nLONG-0002\n"
-	_, tooLongErr := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-ERR"}, codefile.Lines(strings.NewReader(tooLong)))
+	_, tooLongErr := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-ERR"}, codefile.Lines(strings.NewReader(tooLong)))
 	b.requireImportUnchanged(t, before, "imports whose file broke off")
 	for _, c := range []struct {
 		what, message string
@@ -163,8 +163,8 @@ func TestCodesImportCounts(t *testing.T) {
 
 	// Without keys: an error, and nothing changes.
 	before = b.importState(t)
-	bare := store.New(b.pool)
-	if _, err := bare.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-NOKEY"}, codefile.List([]string{"NOKEY-0001"})); err == nil {
+	bare := testkit.NewStore(t, b.Pool)
+	if _, err := bare.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-NOKEY"}, codefile.List([]string{"NOKEY-0001"})); err == nil {
 		t.Fatal("import without a keyring succeeded")
 	}
 	b.requireImportUnchanged(t, before, "an import without keys")
@@ -212,12 +212,12 @@ func TestCodesImportLeavesHeldAndSoldCodes(t *testing.T) {
 		WHERE c.status = 'held' AND rl.reservation_id = $1`, held.ID); n != 1 {
 		t.Fatalf("%d codes held by %s, want 1", n, held.ID)
 	}
-	if codes, err := b.store.CodesReveal(checkoutCtx("cart-s"), domain.Scope{CheckoutID: "cart-s"}, ol.ID); err != nil || len(codes) != 1 || codes[0] != "SOLD-0002" {
+	if codes, err := b.Store.CodesReveal(checkoutCtx("cart-s"), domain.Scope{CheckoutID: "cart-s"}, ol.ID); err != nil || len(codes) != 1 || codes[0] != "SOLD-0002" {
 		t.Fatalf("reveal of the sold code: %q %v", codes, err)
 	}
 	// The held code is the one the new batch repeated; released, it is sold
 	// to the next buyer once, not twice.
-	if _, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: held.ID, Reason: domain.ReasonOther}); err != nil {
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: held.ID, Reason: domain.ReasonOther}); err != nil {
 		t.Fatal(err)
 	}
 	next := b.mustCreate(t, "cart-n", "k", 600, line("GC", "AMS", 3))
@@ -248,7 +248,7 @@ func TestCodesImportSameBatchConcurrently(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-SAME"}, codefile.List(codes))
+			results[i], errs[i] = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-SAME"}, codefile.List(codes))
 		})
 	}
 	close(start)
@@ -280,7 +280,7 @@ func TestCodesImport100k(t *testing.T) {
 	}
 	size := buf.Len()
 	started := time.Now()
-	batch, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-100K"}, codefile.Lines(&buf))
+	batch, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "GC", Location: "AMS", BatchRef: "B-100K"}, codefile.Lines(&buf))
 	elapsed := time.Since(started)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ type revealRecord struct {
 
 func (b *testBundle) revealRecords(t *testing.T) []revealRecord {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT order_line_id, actor, codes FROM code_reveals ORDER BY id`)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT order_line_id, actor, codes FROM code_reveals ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestCodesReveal(t *testing.T) {
 	b := setup(t)
 	withCodesKeyring(t, b)
 	b.codesSKU(t, "GC", "AMS")
-	b.stock(t, "QS", "AMS", 5)
+	b.Stock(t, "QS", "AMS", 5)
 	b.codesImport(t, "GC", "AMS", "B-1", " gift-AAAA-0001 ", "GIFT-AAAA-0002", "GIFT-AAAA-0003")
 	b.codesImport(t, "GC", "AMS", "B-2", "GIFT-BBBB-0004", "GIFT-BBBB-0005")
 
@@ -68,7 +68,7 @@ func TestCodesReveal(t *testing.T) {
 
 	// The order's own checkout, as that checkout.
 	ctxA := checkoutCtx("cart-A")
-	got, err := b.store.CodesReveal(ctxA, domain.Scope{CheckoutID: "cart-A"}, lineA.ID)
+	got, err := b.Store.CodesReveal(ctxA, domain.Scope{CheckoutID: "cart-A"}, lineA.ID)
 	if err != nil || strings.Join(got, "|") != "gift-AAAA-0001|GIFT-AAAA-0002" {
 		t.Fatalf("cart-A reveals %q %v", got, err)
 	}
@@ -80,11 +80,11 @@ func TestCodesReveal(t *testing.T) {
 	// Another checkout: NOT_FOUND, as for a line that does not exist, and
 	// nothing recorded.
 	ctxB := checkoutCtx("cart-B")
-	_, err = b.store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineA.ID)
+	_, err = b.Store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineA.ID)
 	requireCode(t, err, domain.CodeNotFound)
-	_, err = b.store.CodesReveal(ctxA, domain.Scope{CheckoutID: "cart-A"}, lineB.ID)
+	_, err = b.Store.CodesReveal(ctxA, domain.Scope{CheckoutID: "cart-A"}, lineB.ID)
 	requireCode(t, err, domain.CodeNotFound)
-	_, err = b.store.CodesReveal(b.ctx, domain.Scope{}, lineB.ID+1000)
+	_, err = b.Store.CodesReveal(b.Ctx, domain.Scope{}, lineB.ID+1000)
 	requireCode(t, err, domain.CodeNotFound)
 	if recs := b.revealRecords(t); !slices.Equal(recs, want) {
 		t.Fatalf("refused reveals were recorded: %+v", recs)
@@ -95,12 +95,12 @@ func TestCodesReveal(t *testing.T) {
 	if got := b.codesReveal(t, lineB.ID); strings.Join(got, "|") != "GIFT-AAAA-0003|GIFT-BBBB-0004|GIFT-BBBB-0005" {
 		t.Fatalf("admin reveals %q", got)
 	}
-	service := domain.WithActor(b.ctx, domain.Actor{Role: domain.RoleService, Name: "checkout-backend"})
-	if got, err := b.store.CodesReveal(service, domain.Scope{}, lineA.ID); err != nil || len(got) != 2 {
+	service := domain.WithActor(b.Ctx, domain.Actor{Role: domain.RoleService, Name: "checkout-backend"})
+	if got, err := b.Store.CodesReveal(service, domain.Scope{}, lineA.ID); err != nil || len(got) != 2 {
 		t.Fatalf("service reveals %q %v", got, err)
 	}
 	// Revealing again is another recorded reveal.
-	if got, err := b.store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineB.ID); err != nil || len(got) != 3 {
+	if got, err := b.Store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineB.ID); err != nil || len(got) != 3 {
 		t.Fatalf("cart-B reveals %q %v", got, err)
 	}
 	want = append(want, revealRecord{lineB.ID, "test-admin", 3}, revealRecord{lineA.ID, "checkout-backend", 2}, revealRecord{lineB.ID, "checkout:cart-B", 3})
@@ -110,7 +110,7 @@ func TestCodesReveal(t *testing.T) {
 
 	// A QUANTITY line has no codes: nothing to show, so nothing recorded
 	// (code_reveals records each time codes were shown).
-	if got, err := b.store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineBQty.ID); err != nil || len(got) != 0 {
+	if got, err := b.Store.CodesReveal(ctxB, domain.Scope{CheckoutID: "cart-B"}, lineBQty.ID); err != nil || len(got) != 0 {
 		t.Fatalf("QUANTITY line reveals %q %v", got, err)
 	}
 	if recs := b.revealRecords(t); !slices.Equal(recs, want) {

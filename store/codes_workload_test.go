@@ -132,7 +132,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 		}
 	}
 	for _, loc := range locs {
-		b.stock(t, "QX", loc, 500)
+		b.Stock(t, "QX", loc, 500)
 	}
 	deadlocksBefore := b.deadlocksSoFar(t)
 
@@ -164,7 +164,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 				in.Lines = append(in.Lines, domain.ReserveLine{SKU: "QX", Location: ptr(locs[rng.IntN(len(locs))]), Quantity: 1 + rng.IntN(2)})
 			}
 			rng.Shuffle(len(in.Lines), func(i, j int) { in.Lines[i], in.Lines[j] = in.Lines[j], in.Lines[i] })
-			res, replayed, err := b.store.ReservationCreate(b.ctx, in)
+			res, replayed, err := b.Store.ReservationCreate(b.Ctx, in)
 			if err != nil {
 				return verdict("reserve", err, domain.CodeOutOfStock)
 			}
@@ -204,7 +204,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				scope.CheckoutID = r.checkout
 			}
-			res, err := b.store.ReservationConfirm(b.ctx, scope, domain.ConfirmInput{ID: r.id, OrderRef: "ORD-" + r.id})
+			res, err := b.Store.ReservationConfirm(b.Ctx, scope, domain.ConfirmInput{ID: r.id, OrderRef: "ORD-" + r.id})
 			switch {
 			case err == nil:
 				if res.Status != domain.StatusConfirmed || res.Order == nil || res.Order.Ref != "ORD-"+r.id {
@@ -231,7 +231,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			res, err := b.store.ReservationRelease(b.ctx, domain.Scope{CheckoutID: r.checkout},
+			res, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{CheckoutID: r.checkout},
 				domain.ReleaseInput{ID: r.id, Reason: domain.ReasonPaymentFailed})
 			switch {
 			case err == nil && res.Status == domain.StatusReleased:
@@ -250,7 +250,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			notBefore, _, err := b.store.ReservationExpire(b.ctx, r.id)
+			notBefore, _, err := b.Store.ReservationExpire(b.Ctx, r.id)
 			if err != nil {
 				return "", fmt.Errorf("expire %s: %v", r.id, err)
 			}
@@ -285,7 +285,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 				blanks++
 			}
 			rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
-			batch, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: fmt.Sprintf("B-%d-%d", g, i)}, codefile.List(lines))
+			batch, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: fmt.Sprintf("B-%d-%d", g, i)}, codefile.List(lines))
 			if err != nil {
 				return "", fmt.Errorf("import %s: %v", key, err)
 			}
@@ -309,12 +309,12 @@ func TestCodesRandomWorkload(t *testing.T) {
 			}
 			id := w.confirmed[rng.IntN(len(w.confirmed))]
 			w.mu.Unlock()
-			res, err := b.store.ReservationGetByID(b.ctx, domain.Scope{}, id)
+			res, err := b.Store.ReservationGetByID(b.Ctx, domain.Scope{}, id)
 			if err != nil || res == nil || res.Order == nil {
 				return "", fmt.Errorf("read confirmed %s: %+v %v", id, res, err)
 			}
 			for _, ol := range res.Order.Lines {
-				codes, err := b.store.CodesReveal(checkoutCtx(res.CheckoutID), domain.Scope{CheckoutID: res.CheckoutID}, ol.ID)
+				codes, err := b.Store.CodesReveal(checkoutCtx(res.CheckoutID), domain.Scope{CheckoutID: res.CheckoutID}, ol.ID)
 				if err != nil {
 					return "", fmt.Errorf("reveal order line %d of %s: %v", ol.ID, id, err)
 				}
@@ -356,7 +356,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 		}
 	}
 	time.Sleep(max(time.Until(last), 0) + 20*time.Millisecond)
-	rows, err := b.pool.Query(b.ctx, `SELECT id::text FROM reservations WHERE status = 'held' AND expires_at <= clock_timestamp()`)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT id::text FROM reservations WHERE status = 'held' AND expires_at <= clock_timestamp()`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range due {
-		if notBefore, _, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
+		if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, id); err != nil || notBefore != nil {
 			t.Fatalf("expire due %s: %v %v", id, notBefore, err)
 		}
 		w.tell(id, "expired")
@@ -392,7 +392,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 				WHERE s.code = $1 AND l.code = $2`, sku, loc)
 			rows := b.sqlInt(t, `SELECT count(*) FROM codes c JOIN skus s ON s.id = c.sku_id JOIN locations l ON l.id = c.location_id
 				WHERE s.code = $1 AND l.code = $2`, sku, loc)
-			on, _ := b.balance(t, sku, loc)
+			on, _ := b.Balance(t, sku, loc)
 			if rows != w.imported[key] || on != w.imported[key]-sold {
 				t.Errorf("%s: %d code rows, on_hand %d; want %d imported, %d - %d sold", key, rows, on, w.imported[key], w.imported[key], sold)
 			}
@@ -424,7 +424,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 
 	// Every sold code, revealed: each one imported for its line's balance,
 	// none on two order lines, as many as were sold.
-	rows, err = b.pool.Query(b.ctx, `SELECT r.id::text FROM reservations r WHERE r.status = 'confirmed'`)
+	rows, err = b.Pool.Query(b.Ctx, `SELECT r.id::text FROM reservations r WHERE r.status = 'confirmed'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestCodesRandomWorkload(t *testing.T) {
 	}
 	revealed := 0
 	for _, id := range confirmed {
-		res, err := b.store.ReservationGetByID(b.ctx, domain.Scope{}, id)
+		res, err := b.Store.ReservationGetByID(b.Ctx, domain.Scope{}, id)
 		if err != nil || res == nil || res.Order == nil {
 			t.Fatalf("confirmed %s: %+v %v", id, res, err)
 		}

@@ -42,7 +42,7 @@ func runConcurrentAdjusts(t *testing.T, b *testBundle, sku string, deltas []int)
 		go func() {
 			defer wg.Done()
 			<-start
-			bal, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: "AMS", Delta: d,
+			bal, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: "AMS", Delta: d,
 				Reason: "concurrent", Reference: fmt.Sprintf("call-%d", i)})
 			results[i] = adjustResult{delta: d, bal: bal, err: err}
 		}()
@@ -56,7 +56,7 @@ func runConcurrentAdjusts(t *testing.T, b *testBundle, sku string, deltas []int)
 // arithmetic, and returns the number of successful calls.
 func checkConcurrentOutcome(t *testing.T, b *testBundle, sku string, results []adjustResult) int {
 	t.Helper()
-	onHand, reserved, ok := balanceRow(t, b, sku, "AMS")
+	onHand, reserved, ok := b.BalanceRow(t, sku, "AMS")
 	if !ok {
 		t.Fatal("balance vanished")
 	}
@@ -161,11 +161,11 @@ func TestStockAdjustConcurrentDecreases(t *testing.T) {
 				}
 			}
 		}
-		if onHand, _, _ := balanceRow(t, b, sku, "AMS"); onHand != concReserved {
+		if onHand, _, _ := b.BalanceRow(t, sku, "AMS"); onHand != concReserved {
 			t.Fatalf("round %d: on hand %d, want %d", round, onHand, concReserved)
 		}
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }
 
 func TestStockAdjustConcurrentMixed(t *testing.T) {
@@ -202,10 +202,10 @@ func TestStockAdjustConcurrentMixed(t *testing.T) {
 		if plus != 10 || minus < 5 || minus > 10 {
 			t.Fatalf("round %d: %d increases and %d decreases succeeded", round, plus, minus)
 		}
-		onHand, _, _ := balanceRow(t, b, sku, "AMS")
+		onHand, _, _ := b.BalanceRow(t, sku, "AMS")
 		if want := concStartOnHand + 3*plus - 7*minus; onHand != want {
 			t.Fatalf("round %d: on hand %d, want %d", round, onHand, want)
 		}
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }

@@ -13,10 +13,6 @@ import (
 
 var _ domain.StockEvents = (*Store)(nil)
 
-// StockEventsChannel is the PostgreSQL NOTIFY channel the relay signals on,
-// at most once per publish, with the newest seq as payload.
-const StockEventsChannel = "inventory_stock_events"
-
 // relayLock makes one relay at a time, across all instances, assign seq.
 const relayLock = 0x1_4E5E_47_E7E7
 
@@ -76,7 +72,7 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 				UPDATE stock_events_head SET last_seq = (SELECT max(seq) FROM published)
 			)
 			SELECT count(*), max(seq), pg_notify($3, max(seq)::text) IS NOT NULL FROM published`,
-			ids, base, StockEventsChannel).Scan(&n, &last, new(bool)); err != nil {
+			ids, base, domain.StockEventsChannel).Scan(&n, &last, new(bool)); err != nil {
 			return err
 		}
 		if n != len(ids) {

@@ -53,7 +53,7 @@ func evtOpt(s *string) string {
 func (b *testBundle) evtMaxID(t *testing.T) int64 {
 	t.Helper()
 	var id int64
-	if err := b.pool.QueryRow(b.ctx, `SELECT coalesce(max(id), 0) FROM stock_events`).Scan(&id); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT coalesce(max(id), 0) FROM stock_events`).Scan(&id); err != nil {
 		t.Fatalf("reading max stock_events id: %v", err)
 	}
 	return id
@@ -62,7 +62,7 @@ func (b *testBundle) evtMaxID(t *testing.T) int64 {
 // evtRowsAfter returns the stock_events rows with id > after, in id order.
 func (b *testBundle) evtRowsAfter(t *testing.T, after int64) []evtRow {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT e.id, e.seq, s.code, l.code, e.cause, e.on_hand, e.reserved, e.reservation_id::text, e.checkout_id,
 		       e.xmin::text, bal.xmin::text, bal.on_hand, bal.reserved
 		FROM stock_events e
@@ -190,43 +190,6 @@ func (b *testBundle) evtRefused(t *testing.T, what string, code domain.ErrorCode
 	}
 	if got := b.evtRowsAfter(t, mark); len(got) != 0 {
 		t.Fatalf("%s wrote %d events, want none: %v", what, len(got), got)
-	}
-}
-
-// evtCatalog creates locations and SKUs of one kind; existing ones are fine.
-func (b *testBundle) evtCatalog(t *testing.T, kind domain.StockKind, skus []string, locations ...string) {
-	t.Helper()
-	for _, loc := range locations {
-		if _, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: loc, Name: loc}); err != nil {
-			if e, ok := domain.AsError(err); !ok || e.Code != domain.CodeAlreadyExists {
-				t.Fatalf("LocationCreate(%s): %v", loc, err)
-			}
-		}
-	}
-	for _, sku := range skus {
-		if _, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: kind}); err != nil {
-			if e, ok := domain.AsError(err); !ok || e.Code != domain.CodeAlreadyExists {
-				t.Fatalf("SKUCreate(%s): %v", sku, err)
-			}
-		}
-	}
-}
-
-// evtPublished returns every published event in seq order, read with
-// StockEventsAfter page by page from after.
-func (b *testBundle) evtPublished(t *testing.T, after int64) []domain.StockEvent {
-	t.Helper()
-	var out []domain.StockEvent
-	for {
-		page, err := b.store.StockEventsAfter(b.ctx, after, domain.MaxStockEventsPage)
-		if err != nil {
-			t.Fatalf("StockEventsAfter(%d): %v", after, err)
-		}
-		if len(page) == 0 {
-			return out
-		}
-		out = append(out, page...)
-		after = page[len(page)-1].Seq
 	}
 }
 

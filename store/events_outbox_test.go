@@ -22,9 +22,9 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseKeyring: %v", err)
 	}
-	b.store.Keyring = keys
-	b.evtCatalog(t, domain.KindQuantity, []string{"EQ"}, "EL", "EL2")
-	b.evtCatalog(t, domain.KindCodes, []string{"EC"}, "EL")
+	b.Store.Keyring = keys
+	b.Catalog(t, domain.KindQuantity, []string{"EQ"}, "EL", "EL2")
+	b.Catalog(t, domain.KindCodes, []string{"EC"}, "EL")
 	if n := b.evtMaxID(t); n != 0 {
 		t.Fatalf("creating locations and SKUs wrote %d events", n)
 	}
@@ -33,7 +33,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	reserve := func(res *domain.Reservation, checkout string, lines ...domain.ReserveLine) func() error {
 		return func() error {
 			var err error
-			*res, _, err = b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: checkout, RequestKey: "k", TTLSeconds: 600, Lines: lines})
+			*res, _, err = b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: checkout, RequestKey: "k", TTLSeconds: 600, Lines: lines})
 			return err
 		}
 	}
@@ -42,37 +42,37 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	}
 	confirm := func(res *domain.Reservation, ref string) func() error {
 		return func() error {
-			_, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: ref})
+			_, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: ref})
 			return err
 		}
 	}
 	release := func(res *domain.Reservation) func() error {
 		return func() error {
-			_, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: res.ID, Reason: domain.ReasonCustomerCancelled})
+			_, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: res.ID, Reason: domain.ReasonCustomerCancelled})
 			return err
 		}
 	}
 	receive := func(sku, loc string, q int) func() error {
 		return func() error {
-			_, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"})
+			_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"})
 			return err
 		}
 	}
 	adjust := func(sku, loc string, delta int) func() error {
 		return func() error {
-			_, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C-1"})
+			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C-1"})
 			return err
 		}
 	}
 	preorderSet := func(sku, loc string, pending int) func() error {
 		return func() error {
-			_, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: sku, Location: loc, PendingSupply: pending})
+			_, err := b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: sku, Location: loc, PendingSupply: pending})
 			return err
 		}
 	}
 	importCodes := func(sku, loc, ref string, codes ...string) func() error {
 		return func() error {
-			_, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: ref}, codefile.List(codes))
+			_, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: sku, Location: loc, BatchRef: ref}, codefile.List(codes))
 			return err
 		}
 	}
@@ -81,7 +81,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 		for i, r := range res {
 			// Earlier reservations fall due first, so the sweeper ends them
 			// in this order.
-			if _, err := b.pool.Exec(b.ctx, `UPDATE reservations SET expires_at = now() - make_interval(mins => 10 - $2) WHERE id = $1`,
+			if _, err := b.Pool.Exec(b.Ctx, `UPDATE reservations SET expires_at = now() - make_interval(mins => 10 - $2) WHERE id = $1`,
 				r.ID, i); err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	b.evtStep(t, "reserve F", reserve(&resF, "cart-f", at("EQ", "EL", 2)), held(&resF, "cart-f")("EQ", "EL", "reserved", 6, 5))
 	overdue(&resD)
 	b.evtStep(t, "expire D (its job)", func() error {
-		notBefore, _, err := b.store.ReservationExpire(b.ctx, resD.ID)
+		notBefore, _, err := b.Store.ReservationExpire(b.Ctx, resD.ID)
 		if err == nil && notBefore != nil {
 			t.Fatalf("ReservationExpire of an overdue hold snoozed until %v", notBefore)
 		}
@@ -133,7 +133,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	}, held(&resD, "cart-d")("EQ", "EL", "expired", 6, 3))
 	overdue(&resE, &resF)
 	b.evtStep(t, "sweep E and F (one transaction, one balance)", func() error {
-		n, err := b.store.ReservationSweepOverdue(b.ctx, 0, 10)
+		n, err := b.Store.ReservationSweepOverdue(b.Ctx, 0, 10)
 		if err == nil && n != 2 {
 			t.Fatalf("sweeper expired %d holds, want 2", n)
 		}
@@ -175,7 +175,7 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 			t.Fatalf("event %v has a seq without a relay", e)
 		}
 	}
-	issues, err := b.store.Reconciliation(b.ctx)
+	issues, err := b.Store.Reconciliation(b.Ctx)
 	if err != nil || len(issues) != 0 {
 		t.Fatalf("Reconciliation: %+v %v", issues, err)
 	}
@@ -194,68 +194,68 @@ func TestStockEventsRefusedCallsWriteNone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseKeyring: %v", err)
 	}
-	b.store.Keyring = keys
-	b.evtCatalog(t, domain.KindQuantity, []string{"RQ", "RQ2"}, "RL", "RL2")
-	b.evtCatalog(t, domain.KindCodes, []string{"RC"}, "RL")
+	b.Store.Keyring = keys
+	b.Catalog(t, domain.KindQuantity, []string{"RQ", "RQ2"}, "RL", "RL2")
+	b.Catalog(t, domain.KindCodes, []string{"RC"}, "RL")
 	mustOK := func(what string, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	_, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "RQ", Location: "RL", Quantity: 5, Reference: "PO"})
+	_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "RQ", Location: "RL", Quantity: 5, Reference: "PO"})
 	mustOK("receive", err)
-	_, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "RQ2", Location: "RL2", Quantity: 1, Reference: "PO"})
+	_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "RQ2", Location: "RL2", Quantity: 1, Reference: "PO"})
 	mustOK("receive", err)
 	rl := "RL"
 	rl2 := "RL2"
-	held, _, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-1", RequestKey: "k1", TTLSeconds: 600,
+	held, _, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-1", RequestKey: "k1", TTLSeconds: 600,
 		Lines: []domain.ReserveLine{{SKU: "RQ", Location: &rl, Quantity: 3}}})
 	mustOK("reserve", err)
-	sold, _, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-2", RequestKey: "k1", TTLSeconds: 600,
+	sold, _, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-2", RequestKey: "k1", TTLSeconds: 600,
 		Lines: []domain.ReserveLine{{SKU: "RQ", Location: &rl, Quantity: 1}}})
 	mustOK("reserve", err)
-	_, err = b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-1"})
+	_, err = b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-1"})
 	mustOK("confirm", err)
-	_, err = b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B1"}, codefile.List([]string{"REF-0001"}))
+	_, err = b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B1"}, codefile.List([]string{"REF-0001"}))
 	mustOK("import", err)
-	_, _, err = b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-3", RequestKey: "k1", TTLSeconds: 600,
+	_, _, err = b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-3", RequestKey: "k1", TTLSeconds: 600,
 		Lines: []domain.ReserveLine{{SKU: "RQ2", Location: &rl2, Quantity: 1}}})
 	mustOK("reserve", err)
-	_, err = b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: "RQ2", Location: "RL2", PendingSupply: 2})
+	_, err = b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: "RQ2", Location: "RL2", PendingSupply: 2})
 	mustOK("setPreorder", err)
-	_, _, err = b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-4", RequestKey: "k1", TTLSeconds: 600,
+	_, _, err = b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-4", RequestKey: "k1", TTLSeconds: 600,
 		Lines: []domain.ReserveLine{{SKU: "RQ2", Location: &rl2, Quantity: 2}}}) // both pre-ordered
 	mustOK("reserve with pre-order", err)
 	// RQ@RL: 4 on hand (one sold), 3 reserved by held. RQ2@RL2: 1 on hand,
 	// 1 reserved, 2 pre-ordered of 2 expected.
 
 	b.evtRefused(t, "adjust below reserved", domain.CodeBelowReserved, func() error {
-		_, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "RQ", Location: "RL", Delta: -2, Reason: "count", Reference: "C-1"})
+		_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "RQ", Location: "RL", Delta: -2, Reason: "count", Reference: "C-1"})
 		return err
 	})
 	stale := 5
 	b.evtRefused(t, "adjust with a stale expected on hand", domain.CodeStaleQuantity, func() error {
-		_, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "RQ", Location: "RL", Delta: 1, Reason: "count", Reference: "C-1", ExpectedOnHand: &stale})
+		_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "RQ", Location: "RL", Delta: 1, Reason: "count", Reference: "C-1", ExpectedOnHand: &stale})
 		return err
 	})
 	b.evtRefused(t, "receive of an unknown SKU", domain.CodeUnknownSKU, func() error {
-		_, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "NOPE", Location: "RL", Quantity: 1, Reference: "PO"})
+		_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "NOPE", Location: "RL", Quantity: 1, Reference: "PO"})
 		return err
 	})
 	b.evtRefused(t, "receive of a CODES SKU by count", domain.CodeInvalidInput, func() error {
-		_, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "RC", Location: "RL", Quantity: 1, Reference: "PO"})
+		_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "RC", Location: "RL", Quantity: 1, Reference: "PO"})
 		return err
 	})
 	b.evtRefused(t, "basket whose second balance is out of stock", domain.CodeOutOfStock, func() error {
 		// The RL line is claimed first (its event written), then RL2 fails:
 		// the whole claim rolls back, its event with it.
-		_, _, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-5", RequestKey: "k1", TTLSeconds: 600,
+		_, _, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-5", RequestKey: "k1", TTLSeconds: 600,
 			Lines: []domain.ReserveLine{{SKU: "RQ", Location: &rl, Quantity: 1}, {SKU: "RQ2", Location: &rl2, Quantity: 50}}})
 		return err
 	})
 	b.evtRefused(t, "replayed reservation", "", func() error {
-		res, replayed, err := b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: "cart-1", RequestKey: "k1", TTLSeconds: 600,
+		res, replayed, err := b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: "cart-1", RequestKey: "k1", TTLSeconds: 600,
 			Lines: []domain.ReserveLine{{SKU: "RQ", Location: &rl, Quantity: 3}}})
 		if err == nil && (!replayed || res.ID != held.ID) {
 			t.Fatalf("replay: %+v replayed=%v", res, replayed)
@@ -263,52 +263,52 @@ func TestStockEventsRefusedCallsWriteNone(t *testing.T) {
 		return err
 	})
 	b.evtRefused(t, "release of a confirmed reservation", domain.CodeInvalidTransition, func() error {
-		_, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: sold.ID, Reason: domain.ReasonOther})
+		_, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: sold.ID, Reason: domain.ReasonOther})
 		return err
 	})
 	b.evtRefused(t, "confirm with another order's ref", domain.CodeAlreadyExists, func() error {
-		_, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: held.ID, OrderRef: "ORD-1"})
+		_, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: held.ID, OrderRef: "ORD-1"})
 		return err
 	})
 	b.evtRefused(t, "confirm again (idempotent)", "", func() error {
-		_, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-1"})
+		_, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-1"})
 		return err
 	})
 	b.evtRefused(t, "expiry job before the deadline", "", func() error {
-		notBefore, _, err := b.store.ReservationExpire(b.ctx, held.ID)
+		notBefore, _, err := b.Store.ReservationExpire(b.Ctx, held.ID)
 		if err == nil && notBefore == nil {
 			t.Fatal("ReservationExpire of a hold that is not due did not snooze")
 		}
 		return err
 	})
 	b.evtRefused(t, "setPreorder below what is pre-ordered", domain.CodeBelowReserved, func() error {
-		_, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: "RQ2", Location: "RL2", PendingSupply: 0})
+		_, err := b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: "RQ2", Location: "RL2", PendingSupply: 0})
 		return err
 	})
 	b.evtRefused(t, "import into a QUANTITY SKU", domain.CodeInvalidInput, func() error {
-		_, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "RQ", Location: "RL", BatchRef: "B9"}, codefile.List([]string{"REF-0009"}))
+		_, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "RQ", Location: "RL", BatchRef: "B9"}, codefile.List([]string{"REF-0009"}))
 		return err
 	})
 	b.evtRefused(t, "the same batch imported again", "", func() error {
-		_, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B1"}, codefile.List([]string{"REF-0001"}))
+		_, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B1"}, codefile.List([]string{"REF-0001"}))
 		return err
 	})
 	b.evtRefused(t, "a batch of only duplicates", "", func() error {
-		batch, err := b.store.CodesImport(b.ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B2"}, codefile.List([]string{"REF-0001"}))
+		batch, err := b.Store.CodesImport(b.Ctx, domain.ImportCodesInput{SKU: "RC", Location: "RL", BatchRef: "B2"}, codefile.List([]string{"REF-0001"}))
 		if err == nil && batch.Inserted != 0 {
 			t.Fatalf("duplicate import inserted %d", batch.Inserted)
 		}
 		return err
 	})
 	b.evtRefused(t, "sweep with nothing overdue", "", func() error {
-		_, err := b.store.ReservationSweepOverdue(b.ctx, 0, 10)
+		_, err := b.Store.ReservationSweepOverdue(b.Ctx, 0, 10)
 		return err
 	})
-	if _, err := b.pool.Exec(b.ctx, `UPDATE reservations SET expires_at = now() - interval '1 minute' WHERE id = $1`, held.ID); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE reservations SET expires_at = now() - interval '1 minute' WHERE id = $1`, held.ID); err != nil {
 		t.Fatal(err)
 	}
 	b.evtRefused(t, "confirm after the deadline", domain.CodeReservationExpired, func() error {
-		_, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: held.ID, OrderRef: "ORD-2"})
+		_, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: held.ID, OrderRef: "ORD-2"})
 		return err
 	})
 }

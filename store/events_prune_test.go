@@ -16,46 +16,46 @@ import (
 func TestStockEventsPrune(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.evtCatalog(t, domain.KindQuantity, []string{"PR"}, "PRL")
+	b.Catalog(t, domain.KindQuantity, []string{"PR"}, "PRL")
 	receive := func(k int) {
 		t.Helper()
 		for range k {
-			if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "PR", Location: "PRL", Quantity: 1, Reference: "PO"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PR", Location: "PRL", Quantity: 1, Reference: "PO"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	publishAll := func(want int) {
 		t.Helper()
-		if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != want {
+		if n, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil || n != want {
 			t.Fatalf("StockEventsPublish = %d, %v; want %d", n, err, want)
 		}
 	}
 	age := func(seqs ...int64) {
 		t.Helper()
 		for _, s := range seqs {
-			if tag, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq = $1`, s); err != nil || tag.RowsAffected() != 1 {
+			if tag, err := b.Pool.Exec(b.Ctx, `UPDATE stock_events SET published_at = now() - interval '2 hours' WHERE seq = $1`, s); err != nil || tag.RowsAffected() != 1 {
 				t.Fatalf("ageing seq %d: %v %v", s, tag, err)
 			}
 		}
 	}
 	prune := func(want int) {
 		t.Helper()
-		if n, err := b.store.StockEventsPrune(b.ctx, time.Hour); err != nil || n != want {
+		if n, err := b.Store.StockEventsPrune(b.Ctx, time.Hour); err != nil || n != want {
 			t.Fatalf("StockEventsPrune = %d, %v; want %d", n, err, want)
 		}
 	}
 	watermark := func() int64 {
 		t.Helper()
 		var w int64
-		if err := b.pool.QueryRow(b.ctx, `SELECT through_seq FROM stock_events_pruned`).Scan(&w); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT through_seq FROM stock_events_pruned`).Scan(&w); err != nil {
 			t.Fatal(err)
 		}
 		return w
 	}
 	requireExpired := func(after, oldestKept int64) {
 		t.Helper()
-		_, err := b.store.StockEventsAfter(b.ctx, after, 10)
+		_, err := b.Store.StockEventsAfter(b.Ctx, after, 10)
 		var expired *domain.ErrCursorExpired
 		if !errors.As(err, &expired) || expired.After != after || expired.OldestKept != oldestKept {
 			t.Fatalf("StockEventsAfter(%d) = %v; want *domain.ErrCursorExpired{After: %d, OldestKept: %d}", after, err, after, oldestKept)
@@ -63,7 +63,7 @@ func TestStockEventsPrune(t *testing.T) {
 	}
 	requireAfter := func(after, first, last int64) {
 		t.Helper()
-		got := b.evtPublished(t, after)
+		got := b.Published(t, after)
 		seqs := make([]int64, len(got))
 		for i, e := range got {
 			seqs[i] = e.Seq
@@ -78,7 +78,7 @@ func TestStockEventsPrune(t *testing.T) {
 	}
 	latest := func(want int64) {
 		t.Helper()
-		if s, err := b.store.StockEventsLatest(b.ctx); err != nil || s != want {
+		if s, err := b.Store.StockEventsLatest(b.Ctx); err != nil || s != want {
 			t.Fatalf("StockEventsLatest = %d, %v; want %d", s, err, want)
 		}
 	}
@@ -120,13 +120,13 @@ func TestStockEventsPrune(t *testing.T) {
 
 	// Unpublished events are never pruned, however old.
 	receive(2)
-	if _, err := b.pool.Exec(b.ctx, `UPDATE stock_events SET at = now() - interval '2 hours', published_at = now() - interval '2 hours' WHERE seq IS NULL`); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE stock_events SET at = now() - interval '2 hours', published_at = now() - interval '2 hours' WHERE seq IS NULL`); err != nil {
 		t.Fatal(err)
 	}
 	age(8, 9, 10)
 	prune(3)
 	var left, unpublished int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*), count(*) FILTER (WHERE seq IS NULL) FROM stock_events`).Scan(&left, &unpublished); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*), count(*) FILTER (WHERE seq IS NULL) FROM stock_events`).Scan(&left, &unpublished); err != nil {
 		t.Fatal(err)
 	}
 	if left != 2 || unpublished != 2 {

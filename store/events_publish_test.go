@@ -15,13 +15,14 @@ import (
 
 	"inventory/domain"
 	"inventory/store"
+	"inventory/testkit"
 )
 
 // evtIDs returns the skus and locations ids of a code pair, for tests that
 // insert stock_events rows directly.
 func (b *testBundle) evtIDs(t *testing.T, sku, loc string) (skuID, locID int64) {
 	t.Helper()
-	if err := b.pool.QueryRow(b.ctx, `SELECT (SELECT id FROM skus WHERE code = $1), (SELECT id FROM locations WHERE code = $2)`,
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT (SELECT id FROM skus WHERE code = $1), (SELECT id FROM locations WHERE code = $2)`,
 		sku, loc).Scan(&skuID, &locID); err != nil {
 		t.Fatalf("ids of %s@%s: %v", sku, loc, err)
 	}
@@ -31,7 +32,7 @@ func (b *testBundle) evtIDs(t *testing.T, sku, loc string) (skuID, locID int64) 
 // evtSeqByID maps every stock_events id to its seq (0 while unpublished).
 func (b *testBundle) evtSeqByID(t *testing.T) map[int64]int64 {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `SELECT id, coalesce(seq, 0) FROM stock_events`)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT id, coalesce(seq, 0) FROM stock_events`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +50,14 @@ func (b *testBundle) evtSeqByID(t *testing.T) map[int64]int64 {
 func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.evtCatalog(t, domain.KindQuantity, []string{"P1", "P2", "P3"}, "PL")
+	b.Catalog(t, domain.KindQuantity, []string{"P1", "P2", "P3"}, "PL")
 
-	listener, err := pgx.Connect(b.ctx, b.pool.Config().ConnConfig.ConnString())
+	listener, err := pgx.Connect(b.Ctx, b.Pool.Config().ConnConfig.ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer listener.Close(context.Background())
-	if _, err := listener.Exec(b.ctx, "LISTEN "+store.StockEventsChannel); err != nil {
+	if _, err := listener.Exec(b.Ctx, "LISTEN "+domain.StockEventsChannel); err != nil {
 		t.Fatal(err)
 	}
 	// notifications returns the payloads that arrive within a short wait.
@@ -64,7 +65,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 		t.Helper()
 		var out []string
 		for {
-			ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(b.Ctx, 300*time.Millisecond)
 			n, err := listener.WaitForNotification(ctx)
 			cancel()
 			if err != nil {
@@ -73,7 +74,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 				}
 				t.Fatalf("WaitForNotification: %v", err)
 			}
-			if n.Channel != store.StockEventsChannel {
+			if n.Channel != domain.StockEventsChannel {
 				t.Fatalf("notification on %q", n.Channel)
 			}
 			out = append(out, n.Payload)
@@ -81,7 +82,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 	}
 	publish := func(limit, want int) {
 		t.Helper()
-		n, err := b.store.StockEventsPublish(b.ctx, limit)
+		n, err := b.Store.StockEventsPublish(b.Ctx, limit)
 		if err != nil || n != want {
 			t.Fatalf("StockEventsPublish(%d) = %d, %v; want %d", limit, n, err, want)
 		}
@@ -91,13 +92,13 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 	if got := notifications(); len(got) != 0 {
 		t.Fatalf("publishing nothing notified %q", got)
 	}
-	if seq, err := b.store.StockEventsLatest(b.ctx); err != nil || seq != 0 {
+	if seq, err := b.Store.StockEventsLatest(b.Ctx); err != nil || seq != 0 {
 		t.Fatalf("StockEventsLatest with nothing published = %d, %v", seq, err)
 	}
 
 	for i := range 7 {
 		sku := []string{"P1", "P2", "P3"}[i%3]
-		if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: "PL", Quantity: i + 1, Reference: "PO"}); err != nil {
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "PL", Quantity: i + 1, Reference: "PO"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +114,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 	// Three more, published two and one: limit bounds a batch, seq
 	// continues, one notification each.
 	for i := range 3 {
-		if _, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "P1", Location: "PL", Delta: 1, Reason: "r", Reference: "ref-" + strconv.Itoa(i)}); err != nil {
+		if _, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "P1", Location: "PL", Delta: 1, Reason: "r", Reference: "ref-" + strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,10 +134,10 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 			t.Fatalf("event %d in id order is %v, want seq %d", i, r, i+1)
 		}
 	}
-	if seq, err := b.store.StockEventsLatest(b.ctx); err != nil || seq != 10 {
+	if seq, err := b.Store.StockEventsLatest(b.Ctx); err != nil || seq != 10 {
 		t.Fatalf("StockEventsLatest = %d, %v; want 10", seq, err)
 	}
-	got := b.evtPublished(t, 0)
+	got := b.Published(t, 0)
 	seqs := make([]int64, len(got))
 	for i, e := range got {
 		seqs[i] = e.Seq
@@ -147,10 +148,10 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 		}
 	}
 	evtRequireDense(t, "StockEventsAfter(0)", seqs, 1, 10)
-	if page, err := b.store.StockEventsAfter(b.ctx, 4, 3); err != nil || len(page) != 3 || page[0].Seq != 5 || page[2].Seq != 7 {
+	if page, err := b.Store.StockEventsAfter(b.Ctx, 4, 3); err != nil || len(page) != 3 || page[0].Seq != 5 || page[2].Seq != 7 {
 		t.Fatalf("StockEventsAfter(4, 3) = %+v, %v", page, err)
 	}
-	if page, err := b.store.StockEventsAfter(b.ctx, 10, 5); err != nil || len(page) != 0 {
+	if page, err := b.Store.StockEventsAfter(b.Ctx, 10, 5); err != nil || len(page) != 0 {
 		t.Fatalf("StockEventsAfter(10) = %+v, %v", page, err)
 	}
 }
@@ -163,16 +164,16 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 func TestStockEventsPublishLateCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.evtCatalog(t, domain.KindQuantity, []string{"LC"}, "LL")
+	b.Catalog(t, domain.KindQuantity, []string{"LC"}, "LL")
 	skuID, locID := b.evtIDs(t, "LC", "LL")
 
 	// The simplest case first: tx1 inserts first and commits last.
-	tx1, err := b.pool.Begin(b.ctx)
+	tx1, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx1.Rollback(context.Background())
-	tx2, err := b.pool.Begin(b.ctx)
+	tx2, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestStockEventsPublishLateCommit(t *testing.T) {
 	insert := func(tx pgx.Tx, marker int) int64 {
 		t.Helper()
 		var id int64
-		if err := tx.QueryRow(b.ctx, `INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved) VALUES ($1, $2, 'adjusted', $3, 0) RETURNING id`,
+		if err := tx.QueryRow(b.Ctx, `INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved) VALUES ($1, $2, 'adjusted', $3, 0) RETURNING id`,
 			skuID, locID, marker).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
@@ -191,32 +192,32 @@ func TestStockEventsPublishLateCommit(t *testing.T) {
 	if id1 >= id2 {
 		t.Fatalf("ids %d, %d are not in insert order", id1, id2)
 	}
-	if err := tx2.Commit(b.ctx); err != nil {
+	if err := tx2.Commit(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	var read []domain.StockEvent
 	cursor := int64(0)
 	readNew := func() {
 		t.Helper()
-		page := b.evtPublished(t, cursor)
+		page := b.Published(t, cursor)
 		if len(page) > 0 {
 			cursor = page[len(page)-1].Seq
 		}
 		read = append(read, page...)
 	}
-	if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != 1 {
+	if n, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil || n != 1 {
 		t.Fatalf("publish with tx1 open: %d, %v; want 1 (tx2's event)", n, err)
 	}
 	readNew()
-	if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != 0 {
+	if n, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil || n != 0 {
 		t.Fatalf("publish again with tx1 open: %d, %v", n, err)
 	}
 	readNew()
-	if err := tx1.Commit(b.ctx); err != nil {
+	if err := tx1.Commit(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	readNew() // not published yet: nothing new
-	if n, err := b.store.StockEventsPublish(b.ctx, 1000); err != nil || n != 1 {
+	if n, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil || n != 1 {
 		t.Fatalf("publish after tx1 committed: %d, %v; want 1", n, err)
 	}
 	readNew()
@@ -234,7 +235,7 @@ func TestStockEventsPublishLateCommit(t *testing.T) {
 	txs := make([]pgx.Tx, n)
 	ids := make([]int64, n)
 	for i := range n {
-		if txs[i], err = b.pool.Begin(b.ctx); err != nil {
+		if txs[i], err = b.Pool.Begin(b.Ctx); err != nil {
 			t.Fatal(err)
 		}
 		defer txs[i].Rollback(context.Background())
@@ -244,19 +245,19 @@ func TestStockEventsPublishLateCommit(t *testing.T) {
 	t.Logf("commit order of the transactions (by insert order): %v", order)
 	var committed []int // markers in commit order
 	for k, i := range order {
-		if err := txs[i].Commit(b.ctx); err != nil {
+		if err := txs[i].Commit(b.Ctx); err != nil {
 			t.Fatal(err)
 		}
 		committed = append(committed, 100+i)
 		if rng.IntN(3) > 0 || k == n-1 {
-			if _, err := b.store.StockEventsPublish(b.ctx, 1+rng.IntN(3)); err != nil {
+			if _, err := b.Store.StockEventsPublish(b.Ctx, 1+rng.IntN(3)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		readNew()
 	}
 	for {
-		p, err := b.store.StockEventsPublish(b.ctx, 1000)
+		p, err := b.Store.StockEventsPublish(b.Ctx, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +301,7 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	skus := []string{"CA", "CB", "CC", "CD"}
-	b.evtCatalog(t, domain.KindQuantity, skus, "CL1", "CL2")
+	b.Catalog(t, domain.KindQuantity, skus, "CL1", "CL2")
 
 	const writers, perWriter, relays, readers = 8, 60, 8, 2
 	var writing atomic.Bool
@@ -318,9 +319,9 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 				sku, loc := skus[(w+i)%len(skus)], []string{"CL1", "CL2"}[i%2]
 				var err error
 				if i%3 == 0 {
-					_, err = b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: 1, Reason: "r", Reference: "ref"})
+					_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: 1, Reason: "r", Reference: "ref"})
 				} else {
-					_, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1, Reference: "PO"})
+					_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1, Reference: "PO"})
 				}
 				if err != nil {
 					errs <- fmt.Errorf("writer %d: %w", w, err)
@@ -333,7 +334,7 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for {
 				done := !writing.Load()
-				n, err := b.store.StockEventsPublish(b.ctx, 1+r*7)
+				n, err := b.Store.StockEventsPublish(b.Ctx, 1+r*7)
 				if err != nil {
 					errs <- fmt.Errorf("relay %d: %w", r, err)
 					return
@@ -351,7 +352,7 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 			cursor := int64(0)
 			for {
 				done := !writing.Load()
-				page, err := b.store.StockEventsAfter(b.ctx, cursor, 1+r*50)
+				page, err := b.Store.StockEventsAfter(b.Ctx, cursor, 1+r*50)
 				if err != nil {
 					errs <- fmt.Errorf("reader %d: %w", r, err)
 					return
@@ -365,12 +366,12 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 				if done && len(page) == 0 {
 					// A last look once every relay is surely done.
 					var pending int
-					if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM stock_events WHERE seq IS NULL`).Scan(&pending); err != nil {
+					if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM stock_events WHERE seq IS NULL`).Scan(&pending); err != nil {
 						errs <- err
 						return
 					}
 					if pending == 0 {
-						if page, err = b.store.StockEventsAfter(b.ctx, cursor, domain.MaxStockEventsPage); err != nil {
+						if page, err = b.Store.StockEventsAfter(b.Ctx, cursor, domain.MaxStockEventsPage); err != nil {
 							errs <- err
 							return
 						}
@@ -397,7 +398,7 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 	}
 
 	var total, distinct, minSeq, maxSeq, unpublished int64
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*), count(DISTINCT seq), coalesce(min(seq), 0), coalesce(max(seq), 0), count(*) FILTER (WHERE seq IS NULL)
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*), count(DISTINCT seq), coalesce(min(seq), 0), coalesce(max(seq), 0), count(*) FILTER (WHERE seq IS NULL)
 		FROM stock_events`).Scan(&total, &distinct, &minSeq, &maxSeq, &unpublished); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 		evtRequireDense(t, fmt.Sprintf("reader %d", r), seqs, 1, total)
 	}
 	// Per balance, in seq order, on_hand counts up by one.
-	all := b.evtPublished(t, 0)
+	all := b.Published(t, 0)
 	next := map[string]int{}
 	for _, e := range all {
 		k := e.SKU + "@" + e.Location
@@ -426,15 +427,15 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 func TestStockEventsPublishTwoInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.evtCatalog(t, domain.KindQuantity, []string{"TI"}, "TL")
+	b.Catalog(t, domain.KindQuantity, []string{"TI"}, "TL")
 	// A second pool on the same database.
-	cfg := b.pool.Config().Copy()
-	other, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	cfg := b.Pool.Config().Copy()
+	other, err := pgxpool.NewWithConfig(b.Ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	stores := []*store.Store{b.store, store.New(other)}
+	stores := []*store.Store{b.Store, testkit.NewStore(t, other)}
 
 	const n = 300
 	var wg sync.WaitGroup
@@ -446,7 +447,7 @@ func TestStockEventsPublishTwoInstances(t *testing.T) {
 		wg.Go(func() {
 			for {
 				done := !writing.Load()
-				k, err := s.StockEventsPublish(b.ctx, 5)
+				k, err := s.StockEventsPublish(b.Ctx, 5)
 				if err != nil {
 					errs <- err
 					return
@@ -462,7 +463,7 @@ func TestStockEventsPublishTwoInstances(t *testing.T) {
 	for w := range 4 {
 		writersWG.Go(func() {
 			for range n / 4 {
-				if _, err := stores[w%2].StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "TI", Location: "TL", Quantity: 1, Reference: "PO"}); err != nil {
+				if _, err := stores[w%2].StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "TI", Location: "TL", Quantity: 1, Reference: "PO"}); err != nil {
 					errs <- err
 					return
 				}
@@ -477,7 +478,7 @@ func TestStockEventsPublishTwoInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqs := make([]int64, 0, n)
-	for _, e := range b.evtPublished(t, 0) {
+	for _, e := range b.Published(t, 0) {
 		seqs = append(seqs, e.Seq)
 		if e.OnHand != len(seqs) {
 			t.Fatalf("seq %d has on_hand %d, want %d", e.Seq, e.OnHand, len(seqs))

@@ -2,29 +2,39 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"inventory/domain"
 )
 
-// ReservationExpiryArgs is the River job that expires one hold at its
-// deadline. It is inserted in the reserve transaction (and again when a hold
-// is shortened); package jobs works it.
-type ReservationExpiryArgs struct {
-	ReservationID string `json:"reservation_id"`
+// HoldDeadline is a hold and the moment it expires.
+type HoldDeadline struct {
+	ReservationID string
+	At            time.Time
 }
 
-// Kind names the job in River's tables.
-func (ReservationExpiryArgs) Kind() string { return "reservation_expiry" }
+// ExpiryScheduler inserts, inside the caller's transaction, the jobs that
+// expire holds at their deadlines, so a job exists exactly when the hold (or
+// its new deadline) committed. jobs.Scheduler is one.
+type ExpiryScheduler interface {
+	ScheduleExpiryTx(ctx context.Context, tx pgx.Tx, holds []HoldDeadline) error
+}
 
-// scheduleExpiry inserts the expiry job in the caller's transaction, so the
-// job exists exactly when the hold (or its new deadline) committed.
-func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, id string, at time.Time) error {
-	if _, err := s.river.InsertTx(ctx, tx, ReservationExpiryArgs{ReservationID: id}, &river.InsertOpts{ScheduledAt: at}); err != nil {
+// errNoExpiryScheduler is what a hold is refused with on a store built
+// without Expiry: a wiring mistake, reported rather than a nil dereference.
+var errNoExpiryScheduler = errors.New("store: no expiry scheduler (Store.Expiry is nil); holds cannot be made or shortened")
+
+// scheduleExpiry schedules the holds' expiry jobs in the caller's
+// transaction, all in one insert.
+func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, holds ...HoldDeadline) error {
+	if s.Expiry == nil {
+		return errNoExpiryScheduler
+	}
+	if err := s.Expiry.ScheduleExpiryTx(ctx, tx, holds); err != nil {
 		return fmt.Errorf("schedule expiry: %w", err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 
@@ -10,18 +9,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/domain"
+	"inventory/testkit"
 )
 
 // tb is the part of testing.T and rapid.T the helpers below need, so the
 // property test can share them.
-type tb interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
+type tb = testkit.TB
 
 func mustLocation(t tb, b *testBundle, code string, priority int) domain.Location {
 	t.Helper()
-	loc, err := b.store.LocationCreate(b.ctx, domain.CreateLocationInput{Code: code, Name: "Location " + code, Priority: priority})
+	loc, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: code, Name: "Location " + code, Priority: priority})
 	if err != nil {
 		t.Fatalf("LocationCreate(%q): %v", code, err)
 	}
@@ -30,7 +27,7 @@ func mustLocation(t tb, b *testBundle, code string, priority int) domain.Locatio
 
 func mustSKU(t tb, b *testBundle, code string, kind domain.StockKind) domain.SKU {
 	t.Helper()
-	sku, err := b.store.SKUCreate(b.ctx, domain.CreateSKUInput{Code: code, Name: "SKU " + code, Kind: kind})
+	sku, err := b.Store.SKUCreate(b.Ctx, domain.CreateSKUInput{Code: code, Name: "SKU " + code, Kind: kind})
 	if err != nil {
 		t.Fatalf("SKUCreate(%q): %v", code, err)
 	}
@@ -39,7 +36,7 @@ func mustSKU(t tb, b *testBundle, code string, kind domain.StockKind) domain.SKU
 
 func mustReceive(t tb, b *testBundle, sku, loc string, qty int) domain.Balance {
 	t.Helper()
-	bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "PO-setup"})
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "PO-setup"})
 	if err != nil {
 		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, qty, err)
 	}
@@ -64,38 +61,38 @@ func expectCode(t tb, err error, code domain.ErrorCode) *domain.Error {
 // 'reserved', actor 'test'), in one transaction, so the ledger still balances.
 func setReserved(t tb, b *testBundle, sku, loc string, n int) {
 	t.Helper()
-	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
 		var skuID, locID int64
 		var old int
-		if err := tx.QueryRow(b.ctx, `
+		if err := tx.QueryRow(b.Ctx, `
 			SELECT b.sku_id, b.location_id, b.reserved
 			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
 			WHERE s.code = $1 AND l.code = $2 FOR UPDATE OF b`, sku, loc).Scan(&skuID, &locID, &old); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(b.ctx, `UPDATE balances SET reserved = $3 WHERE sku_id = $1 AND location_id = $2`, skuID, locID, n); err != nil {
+		if _, err := tx.Exec(b.Ctx, `UPDATE balances SET reserved = $3 WHERE sku_id = $1 AND location_id = $2`, skuID, locID, n); err != nil {
 			return err
 		}
 		// A held reservation line of n units stands behind the count, so
 		// reconciliation (reserved = held lines) still holds.
 		var id string
-		if err := tx.QueryRow(b.ctx, `
+		if err := tx.QueryRow(b.Ctx, `
 			INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
 			VALUES ('test-fake', $1 || '@' || $2, '\x00', now() + interval '1 day')
 			ON CONFLICT (checkout_id, request_key) DO UPDATE SET updated_at = now()
 			RETURNING id`, sku, loc).Scan(&id); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(b.ctx, `DELETE FROM reservation_lines WHERE reservation_id = $1`, id); err != nil {
+		if _, err := tx.Exec(b.Ctx, `DELETE FROM reservation_lines WHERE reservation_id = $1`, id); err != nil {
 			return err
 		}
 		if n > 0 {
-			if _, err := tx.Exec(b.ctx, `INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity) VALUES ($1, 0, $2, $3, $4)`,
+			if _, err := tx.Exec(b.Ctx, `INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity) VALUES ($1, 0, $2, $3, $4)`,
 				id, skuID, locID, n); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(b.ctx, `
+		_, err := tx.Exec(b.Ctx, `
 			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor)
 			VALUES ($1, $2, $3, 'reserved', 'test')`, skuID, locID, n-old)
 		return err
@@ -128,7 +125,7 @@ func stateOf(t tb, ctx context.Context, pool *pgxpool.Pool) dbState {
 
 func (b *testBundle) state(t tb) dbState {
 	t.Helper()
-	return stateOf(t, b.ctx, b.pool)
+	return stateOf(t, b.Ctx, b.Pool)
 }
 
 // requireUnchanged fails when the database differs from before.
@@ -138,22 +135,6 @@ func (b *testBundle) requireUnchanged(t tb, before dbState, what string) {
 		t.Fatalf("%s changed the database: before %d balances / %d movements, after %d / %d (%q -> %q)",
 			what, before.balances, before.movements, after.balances, after.movements, before.contents, after.contents)
 	}
-}
-
-// balanceRow reads one balance straight from SQL; ok is false without a row.
-func balanceRow(t tb, b *testBundle, sku, loc string) (onHand, reserved int, ok bool) {
-	t.Helper()
-	err := b.pool.QueryRow(b.ctx, `
-		SELECT b.on_hand, b.reserved
-		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
-		WHERE s.code = $1 AND l.code = $2`, sku, loc).Scan(&onHand, &reserved)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false
-	}
-	if err != nil {
-		t.Fatalf("reading balance %s@%s: %v", sku, loc, err)
-	}
-	return onHand, reserved, true
 }
 
 // movementRow is one stock_movements row as stored.
@@ -168,7 +149,7 @@ type movementRow struct {
 // movementsOf returns a balance's ledger rows in the order they were written.
 func movementsOf(t tb, b *testBundle, sku, loc string) []movementRow {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT m.on_hand_delta, m.reserved_delta, m.pending_supply_delta, m.preordered_delta,
 		       m.cause, m.reason, m.reference, m.actor, m.reservation_id::text
 		FROM stock_movements m JOIN skus s ON s.id = m.sku_id JOIN locations l ON l.id = m.location_id
@@ -198,18 +179,6 @@ func deref(s *string) string {
 		return "<NULL>"
 	}
 	return *s
-}
-
-// requireReconciled fails unless Reconciliation finds nothing.
-func requireReconciled(t tb, b *testBundle) {
-	t.Helper()
-	issues, err := b.store.Reconciliation(b.ctx)
-	if err != nil {
-		t.Fatalf("Reconciliation: %v", err)
-	}
-	if len(issues) != 0 {
-		t.Fatalf("Reconciliation found issues: %+v", issues)
-	}
 }
 
 var _ tb = (*testing.T)(nil)

@@ -60,7 +60,7 @@ func TestLedgerProperty(t *testing.T) {
 			switch op := rapid.SampledFrom([]string{"receive", "receive", "adjust", "adjust", "adjust", "reserve", "invalid-receive"}).Draw(rt, "op"); op {
 			case "receive":
 				qty := rapid.IntRange(1, 40).Draw(rt, "quantity")
-				bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: fmt.Sprintf("step-%d", step)})
+				bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: fmt.Sprintf("step-%d", step)})
 				if err != nil {
 					rt.Fatalf("step %d: receive %d: %v", step, qty, err)
 				}
@@ -69,7 +69,7 @@ func TestLedgerProperty(t *testing.T) {
 
 			case "invalid-receive":
 				qty := rapid.SampledFrom([]int{0, -1, -50, domain.MaxQuantity + 1}).Draw(rt, "bad quantity")
-				_, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "bad"})
+				_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "bad"})
 				expectCode(rt, err, domain.CodeInvalidInput)
 				b.requireUnchanged(rt, before, "an invalid receive")
 
@@ -86,7 +86,7 @@ func TestLedgerProperty(t *testing.T) {
 						expected = intPtr(rapid.IntRange(0, m.onHand-1).Draw(rt, "stale value"))
 					}
 				}
-				bal, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta,
+				bal, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta,
 					Reason: "property", Reference: fmt.Sprintf("step-%d", step), ExpectedOnHand: expected})
 				switch {
 				case delta == 0:
@@ -120,7 +120,7 @@ func TestLedgerProperty(t *testing.T) {
 		}
 
 		// Every balance equals the model and the sum of its own ledger rows.
-		rows, err := b.pool.Query(b.ctx, `
+		rows, err := b.Pool.Query(b.Ctx, `
 			SELECT s.code, l.code, b.on_hand, b.reserved,
 			       (SELECT coalesce(sum(on_hand_delta), 0) FROM stock_movements m WHERE m.sku_id = b.sku_id AND m.location_id = b.location_id),
 			       (SELECT coalesce(sum(reserved_delta), 0) FROM stock_movements m WHERE m.sku_id = b.sku_id AND m.location_id = b.location_id)
@@ -172,7 +172,7 @@ func TestLedgerProperty(t *testing.T) {
 		if seen != want {
 			rt.Fatalf("%d balance rows, model has %d", seen, want)
 		}
-		requireReconciled(rt, b)
+		b.RequireReconciled(rt)
 	})
 }
 

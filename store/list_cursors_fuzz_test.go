@@ -12,7 +12,7 @@ import (
 
 	"inventory/domain"
 	"inventory/pgtest"
-	"inventory/store"
+	"inventory/testkit"
 )
 
 // FuzzListCursors: against a real database holding one reservation R of
@@ -27,7 +27,7 @@ import (
 //     message, never another error (and R is left held).
 func FuzzListCursors(f *testing.F) {
 	pool := pgtest.NewPool(f)
-	s := store.New(pool)
+	s := testkit.NewStore(f, pool)
 	ctx := domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "fuzz-admin"})
 	if _, err := s.LocationCreate(ctx, domain.CreateLocationInput{Code: "AMS", Name: "Amsterdam"}); err != nil {
 		f.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 func (b *testBundle) preorderSet(t *testing.T, sku, loc string, pending int) domain.Balance {
 	t.Helper()
-	bal, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: sku, Location: loc, PendingSupply: pending})
+	bal, err := b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: sku, Location: loc, PendingSupply: pending})
 	if err != nil {
 		t.Fatalf("PreorderSet(%s@%s, %d): %v", sku, loc, pending, err)
 	}
@@ -20,7 +20,7 @@ func (b *testBundle) preorderSet(t *testing.T, sku, loc string, pending int) dom
 // orderLine reads an order's only line through OrderGetByRef.
 func (b *testBundle) orderLine(t *testing.T, ref string) domain.OrderLine {
 	t.Helper()
-	o, err := b.store.OrderGetByRef(b.ctx, domain.Scope{}, ref)
+	o, err := b.Store.OrderGetByRef(b.Ctx, domain.Scope{}, ref)
 	if err != nil || o == nil || len(o.Lines) != 1 {
 		t.Fatalf("order %s: %+v %v", ref, o, err)
 	}
@@ -47,7 +47,7 @@ func TestPreorderCodes(t *testing.T) {
 	b := setup(t)
 	withCodesKeyring(t, b)
 	b.codesSKU(t, "PG", "P1")
-	b.stock(t, "QS", "P1", 10)
+	b.Stock(t, "QS", "P1", 10)
 
 	if bal := b.preorderSet(t, "PG", "P1", 5); bal.PendingSupply != 5 || bal.Preordered != 0 || bal.OnHand != 0 || bal.PreorderAvailable() != 5 {
 		t.Fatalf("PreorderSet: %+v", bal)
@@ -70,7 +70,7 @@ func TestPreorderCodes(t *testing.T) {
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 5, Preordered: 3}, "three pre-orders confirmed")
 	reveal := func(name string) []string {
 		t.Helper()
-		codes, err := b.store.CodesReveal(checkoutCtx("cart-"+name), domain.Scope{CheckoutID: "cart-" + name}, lines[name].ID)
+		codes, err := b.Store.CodesReveal(checkoutCtx("cart-"+name), domain.Scope{CheckoutID: "cart-" + name}, lines[name].ID)
 		if err != nil {
 			t.Fatalf("reveal %s: %v", name, err)
 		}
@@ -122,7 +122,7 @@ func TestPreorderCodes(t *testing.T) {
 
 	// Expected supply cannot go below what is pre-ordered.
 	before := b.state(t)
-	_, err := b.store.PreorderSet(b.ctx, domain.SetPreorderInput{SKU: "PG", Location: "P1", PendingSupply: 0})
+	_, err := b.Store.PreorderSet(b.Ctx, domain.SetPreorderInput{SKU: "PG", Location: "P1", PendingSupply: 0})
 	if e := requireCode(t, err, domain.CodeBelowReserved); e.Available == nil || *e.Available != 1 {
 		t.Fatalf("BELOW_RESERVED: %+v (available %s)", e, optInt(e.Available))
 	}
@@ -139,7 +139,7 @@ func TestPreorderCodes(t *testing.T) {
 	d := b.mustCreate(t, "cart-D", "k1", 600, line("PG", "P1", 1))
 	requirePreorderLine(t, d, 1, 1)
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 2}, "D held")
-	if rel, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: d.ID, Reason: domain.ReasonCustomerCancelled}); err != nil || rel.Status != domain.StatusReleased {
+	if rel, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: d.ID, Reason: domain.ReasonCustomerCancelled}); err != nil || rel.Status != domain.StatusReleased {
 		t.Fatalf("release D: %+v %v", rel, err)
 	}
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 1}, "D released")
@@ -147,7 +147,7 @@ func TestPreorderCodes(t *testing.T) {
 	requirePreorderLine(t, e, 2, 2)
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 3}, "E held")
 	time.Sleep(time.Until(e.ExpiresAt) + 20*time.Millisecond)
-	if notBefore, _, err := b.store.ReservationExpire(b.ctx, e.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, e.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire E: %v %v", notBefore, err)
 	}
 	b.requireFullBalance(t, "PG", "P1", fullBalance{PendingSupply: 3, Preordered: 1}, "E expired")

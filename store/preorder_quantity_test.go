@@ -13,7 +13,7 @@ import (
 func TestPreorderQuantity(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "PQ", "P1", 0)
+	b.Stock(t, "PQ", "P1", 0)
 	b.preorderSet(t, "PQ", "P1", 4)
 
 	y := b.mustCreate(t, "cart-Y", "k", 600, line("PQ", "P1", 2))
@@ -30,7 +30,7 @@ func TestPreorderQuantity(t *testing.T) {
 	}
 	b.requireFullBalance(t, "PQ", "P1", fullBalance{PendingSupply: 4, Preordered: 3}, "X and Y confirmed")
 
-	bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "PQ", Location: "P1", Quantity: 2, Reference: "PO-1"})
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PQ", Location: "P1", Quantity: 2, Reference: "PO-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestPreorderQuantity(t *testing.T) {
 	}
 	b.requireInvariants(t)
 
-	b.stock(t, "PQ", "P1", 2) // Y's last unit, and one to spare
+	b.Stock(t, "PQ", "P1", 2) // Y's last unit, and one to spare
 	if py := b.orderLine(t, "ORD-Y").PendingCodes; py != 0 {
 		t.Fatalf("Y pending %d", py)
 	}
@@ -66,7 +66,7 @@ func TestPreorderQuantity(t *testing.T) {
 	}
 	b.requireFullBalance(t, "PQ", "P1", fullBalance{PendingSupply: 3, Preordered: 2}, "Z confirmed")
 	// An adjustment that adds stock fills pre-orders too.
-	bal, err = b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "PQ", Location: "P1", Delta: 5, Reason: "found", Reference: "count"})
+	bal, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "PQ", Location: "P1", Delta: 5, Reason: "found", Reference: "count"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +82,8 @@ func TestPreorderQuantity(t *testing.T) {
 	// priority (L1 1, then L2).
 	mustLocation(t, b, "L1", 1)
 	mustLocation(t, b, "L2", 2)
-	b.stock(t, "PS", "L1", 1)
-	b.stock(t, "PS", "L2", 0)
+	b.Stock(t, "PS", "L1", 1)
+	b.Stock(t, "PS", "L2", 0)
 	b.preorderSet(t, "PS", "L1", 1)
 	b.preorderSet(t, "PS", "L2", 2)
 	before = b.state(t)
@@ -99,7 +99,7 @@ func TestPreorderQuantity(t *testing.T) {
 	}
 	b.requireFullBalance(t, "PS", "L1", fullBalance{OnHand: 1, Reserved: 1, PendingSupply: 1, Preordered: 1}, "sourced hold at L1")
 	b.requireFullBalance(t, "PS", "L2", fullBalance{PendingSupply: 2, Preordered: 1}, "sourced hold at L2")
-	if _, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: s.ID, Reason: domain.ReasonOther}); err != nil {
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: s.ID, Reason: domain.ReasonOther}); err != nil {
 		t.Fatal(err)
 	}
 	b.requireFullBalance(t, "PS", "L1", fullBalance{OnHand: 1, PendingSupply: 1}, "sourced hold released at L1")

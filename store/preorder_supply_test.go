@@ -17,7 +17,7 @@ func TestPreorderSupplyArrives(t *testing.T) {
 	b.preorderSet(t, "PS", "P1", 10)
 
 	// All 10 expected units arrive with no pre-order waiting.
-	bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "PS", Location: "P1", Quantity: 10, Reference: "PO-1"})
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PS", Location: "P1", Quantity: 10, Reference: "PO-1"})
 	if err != nil || bal.OnHand != 10 || bal.PendingSupply != 0 {
 		t.Fatalf("after the whole supply arrived: %+v %v; want on hand 10, nothing expected", bal, err)
 	}
@@ -33,7 +33,7 @@ func TestPreorderSupplyArrives(t *testing.T) {
 	pre := b.mustCreate(t, "cart-B", "k", 600, line("PT", "P1", 3))
 	requirePreorderLine(t, pre, 3, 3)
 	b.codesConfirm(t, pre.ID, "ORD-B")
-	bal, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "PT", Location: "P1", Quantity: 6, Reference: "PO-2"})
+	bal, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PT", Location: "P1", Quantity: 6, Reference: "PO-2"})
 	if err != nil || bal.OnHand != 3 || bal.PendingSupply != 4 || bal.Preordered != 0 {
 		t.Fatalf("after 6 of 10 arrived: %+v %v; want 3 on hand (3 went to the pre-order) and 4 still expected", bal, err)
 	}
@@ -47,9 +47,9 @@ func TestPreorderSupplyArrives(t *testing.T) {
 	// More arrives than was expected: nothing stays expected, the rest is stock.
 	mustSKU(t, b, "PU", domain.KindQuantity)
 	b.preorderSet(t, "PU", "P1", 2)
-	if bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "PU", Location: "P1", Quantity: 5, Reference: "PO-3"}); err != nil ||
+	if bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PU", Location: "P1", Quantity: 5, Reference: "PO-3"}); err != nil ||
 		bal.OnHand != 5 || bal.PendingSupply != 0 {
 		t.Fatalf("after more than expected arrived: %+v %v", bal, err)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }

@@ -11,7 +11,7 @@ func TestReconciliation(t *testing.T) {
 	b := setup(t)
 
 	// A database with nothing in it is consistent.
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 
 	// Ordinary traffic keeps it consistent.
 	mustLocation(t, b, "AMS", 1)
@@ -21,20 +21,20 @@ func TestReconciliation(t *testing.T) {
 	mustReceive(t, b, "HEADPHONES", "AMS", 10)
 	mustReceive(t, b, "HEADPHONES", "BER", 4)
 	mustReceive(t, b, "CABLE", "AMS", 3)
-	if _, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: -2, Reason: "damaged", Reference: "RMA-1"}); err != nil {
+	if _, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: -2, Reason: "damaged", Reference: "RMA-1"}); err != nil {
 		t.Fatal(err)
 	}
 	setReserved(t, b, "HEADPHONES", "AMS", 3)
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 
 	// A change that bypasses the ledger is reported, for that balance only.
-	if _, err := b.pool.Exec(b.ctx, `
+	if _, err := b.Pool.Exec(b.Ctx, `
 		UPDATE balances SET on_hand = on_hand + 1
 		WHERE sku_id = (SELECT id FROM skus WHERE code = 'HEADPHONES')
 		  AND location_id = (SELECT id FROM locations WHERE code = 'BER')`); err != nil {
 		t.Fatal(err)
 	}
-	issues, err := b.store.Reconciliation(b.ctx)
+	issues, err := b.Store.Reconciliation(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,18 +48,18 @@ func TestReconciliation(t *testing.T) {
 	}
 
 	// Reconciliation reports; it never corrects.
-	if onHand, _, _ := balanceRow(t, b, "HEADPHONES", "BER"); onHand != 5 {
+	if onHand, _, _ := b.BalanceRow(t, "HEADPHONES", "BER"); onHand != 5 {
 		t.Fatalf("reconciliation changed the balance: on hand %d", onHand)
 	}
 
 	// Every column is compared: a reserved bypass shows up as its own issue.
-	if _, err := b.pool.Exec(b.ctx, `
+	if _, err := b.Pool.Exec(b.Ctx, `
 		UPDATE balances SET reserved = reserved - 1
 		WHERE sku_id = (SELECT id FROM skus WHERE code = 'HEADPHONES')
 		  AND location_id = (SELECT id FROM locations WHERE code = 'AMS')`); err != nil {
 		t.Fatal(err)
 	}
-	issues, err = b.store.Reconciliation(b.ctx)
+	issues, err = b.Store.Reconciliation(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

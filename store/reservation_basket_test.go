@@ -62,7 +62,7 @@ func TestReservationBasketAllOrNothing(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			for _, sku := range tc.createOrder {
-				b.stock(t, sku, "AMS", 10)
+				b.Stock(t, sku, "AMS", 10)
 			}
 			// Some stock is already held by another checkout: it must stay held.
 			b.mustCreate(t, "cart-other", "k", 900, line("B0", "AMS", 1), line("B1", "AMS", 2), line("B2", "AMS", 6))
@@ -78,7 +78,7 @@ func TestReservationBasketAllOrNothing(t *testing.T) {
 			}
 			b.requireRefusedCleanly(t, before, 1, "refused basket")
 			for sku, rsv := range map[string]int{"B0": 1, "B1": 2, "B2": 6} {
-				if on, got := b.balance(t, sku, "AMS"); on != 10 || got != rsv {
+				if on, got := b.Balance(t, sku, "AMS"); on != 10 || got != rsv {
 					t.Fatalf("%s: on_hand %d reserved %d, want 10 and %d", sku, on, got, rsv)
 				}
 			}
@@ -105,8 +105,8 @@ func TestReservationBasketAllOrNothing(t *testing.T) {
 func TestReservationBasketUnknownCodes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "U0", "AMS", 10)
-	b.stock(t, "U1", "AMS", 10)
+	b.Stock(t, "U0", "AMS", 10)
+	b.Stock(t, "U1", "AMS", 10)
 	before := b.basketSnapshot(t)
 
 	_, _, err := b.create("cart-u", "k", 900, line("U0", "AMS", 1), line("U1", "AMS", 1), line("NOPE", "AMS", 1))
@@ -147,7 +147,7 @@ func TestReservationBasketUnknownCodes(t *testing.T) {
 func TestReservationInputLimits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "LIM", "AMS", 1000)
+	b.Stock(t, "LIM", "AMS", 1000)
 	before := b.basketSnapshot(t)
 
 	basket := func(n int) []domain.ReserveLine {
@@ -192,7 +192,7 @@ func TestReservationInputLimits(t *testing.T) {
 		}
 	}
 	b.mustCreate(t, "cart-lim", "ttl-1", 1, basket(1)...)
-	if on, rsv := b.balance(t, "LIM", "AMS"); on != 1000 || rsv != 101 {
+	if on, rsv := b.Balance(t, "LIM", "AMS"); on != 1000 || rsv != 101 {
 		t.Fatalf("on_hand %d reserved %d, want 1000 and 101", on, rsv)
 	}
 	b.requireInvariants(t)
@@ -209,11 +209,11 @@ func TestReservationSourcing(t *testing.T) {
 	mustLocation(t, b, "NEAR-A", 1)
 	mustLocation(t, b, "BEST", -3) // best priority, but nothing available
 	mustLocation(t, b, "NONE", -9) // best of all, but no balance for the SKU
-	b.stock(t, "SRC", "FAR", 10)
-	b.stock(t, "SRC", "NEAR-B", 2)
-	b.stock(t, "SRC", "NEAR-A", 3)
-	b.stock(t, "SRC", "BEST", 4)
-	b.stock(t, "OTHER", "NONE", 50)
+	b.Stock(t, "SRC", "FAR", 10)
+	b.Stock(t, "SRC", "NEAR-B", 2)
+	b.Stock(t, "SRC", "NEAR-A", 3)
+	b.Stock(t, "SRC", "BEST", 4)
+	b.Stock(t, "OTHER", "NONE", 50)
 	b.mustCreate(t, "cart-best", "k", 900, line("SRC", "BEST", 4))
 
 	type rl = domain.ReservationLine
@@ -226,7 +226,7 @@ func TestReservationSourcing(t *testing.T) {
 	requireReserved := func(what string, want map[string]int) {
 		t.Helper()
 		for loc, rsv := range want {
-			if _, got := b.balance(t, "SRC", loc); got != rsv {
+			if _, got := b.Balance(t, "SRC", loc); got != rsv {
 				t.Fatalf("%s: SRC@%s reserved %d, want %d", what, loc, got, rsv)
 			}
 		}
@@ -235,7 +235,7 @@ func TestReservationSourcing(t *testing.T) {
 	// One location is enough: the first by priority, then code.
 	small := b.mustCreate(t, "cart-src", "small", 900, line("SRC", "", 2))
 	requireLines("small", small.Lines, []rl{{InputLine: 0, SKU: "SRC", Location: "NEAR-A", Quantity: 2}})
-	if _, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: small.ID, Reason: domain.ReasonOther}); err != nil {
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: small.ID, Reason: domain.ReasonOther}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -249,7 +249,7 @@ func TestReservationSourcing(t *testing.T) {
 	})
 	requireReserved("split", map[string]int{"BEST": 4, "NEAR-A": 3, "NEAR-B": 2, "FAR": 2})
 	// What is read back later is what the reserve answered.
-	got, err := b.store.ReservationGetByID(b.ctx, domain.Scope{}, split.ID)
+	got, err := b.Store.ReservationGetByID(b.Ctx, domain.Scope{}, split.ID)
 	if err != nil || got == nil {
 		t.Fatalf("get: %v %v", got, err)
 	}
@@ -265,7 +265,7 @@ func TestReservationSourcing(t *testing.T) {
 	b.requireRefusedCleanly(t, before, 1, "sourced line out of stock")
 
 	// Released, 15 are available across NEAR-A, NEAR-B and FAR: 16 is one too many, 15 takes everything.
-	if _, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: split.ID, Reason: domain.ReasonOther}); err != nil {
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: split.ID, Reason: domain.ReasonOther}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = b.create("cart-src", "sixteen", 900, line("SRC", "", 16))
@@ -294,13 +294,13 @@ func TestReservationSourcingMixedBasket(t *testing.T) {
 	b := setup(t)
 	mustLocation(t, b, "X", 1)
 	mustLocation(t, b, "Y", 2)
-	b.stock(t, "MIX", "X", 3)
-	b.stock(t, "MIX", "Y", 2)
+	b.Stock(t, "MIX", "X", 3)
+	b.Stock(t, "MIX", "Y", 2)
 	type rl = domain.ReservationLine
 
 	release := func(id string) {
 		t.Helper()
-		if _, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonOther}); err != nil {
+		if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonOther}); err != nil {
 			t.Fatal(err)
 		}
 	}

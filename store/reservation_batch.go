@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"inventory/domain"
 )
@@ -92,7 +91,7 @@ type lockedBalance struct {
 //  4. one statement: each balance raised once by its grants, and per hold its
 //     line, ledger row and stock event (carrying the balance as that hold
 //     left it, in arrival order), and the refused rows deleted;
-//  5. the expiry jobs, inserted together (River InsertManyTx).
+//  5. the expiry jobs, scheduled together in one insert (Store.Expiry).
 //
 // The CHECK constraints on balances still refuse anything that would oversell.
 func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]batchOutcome, error) {
@@ -153,13 +152,11 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		if len(held) == 0 {
 			return nil
 		}
-		jobs := make([]river.InsertManyParams, len(held))
+		holds := make([]HoldDeadline, len(held))
 		for j, i := range held {
-			jobs[j] = river.InsertManyParams{Args: ReservationExpiryArgs{ReservationID: out[i].res.ID},
-				InsertOpts: &river.InsertOpts{ScheduledAt: out[i].res.ExpiresAt}}
+			holds[j] = HoldDeadline{ReservationID: out[i].res.ID, At: out[i].res.ExpiresAt}
 		}
-		_, err := s.river.InsertManyTx(ctx, tx, jobs)
-		return err
+		return s.scheduleExpiry(ctx, tx, holds...)
 	})
 	return out, err
 }

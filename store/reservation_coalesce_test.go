@@ -10,6 +10,7 @@ import (
 
 	"inventory/domain"
 	"inventory/store"
+	"inventory/testkit"
 )
 
 // coalesceRun is what the coalescing workload saw: every reservation a
@@ -56,12 +57,12 @@ func (r *coalesceRun) record(t *testing.T, in domain.ReserveInput, res domain.Re
 func TestReserveCoalescingTwoInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	second, err := pgxpool.New(b.ctx, b.pool.Config().ConnString())
+	second, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(second.Close)
-	stores := []*store.Store{b.store, store.New(second)}
+	stores := []*store.Store{b.Store, testkit.NewStore(t, second)}
 	mustLocation(t, b, "AMS", 1)
 	mustLocation(t, b, "BER", 2)
 	mustSKU(t, b, "HOT", domain.KindQuantity)
@@ -70,7 +71,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	mustReceive(t, b, "HOT", "AMS", stock)
 	mustReceive(t, b, "SIDE", "BER", 1000)
 	withCodesKeyring(t, b)
-	stores[1].Keyring = b.store.Keyring
+	stores[1].Keyring = b.Store.Keyring
 	b.codesSKU(t, "GC", "AMS")
 	const codes = 120
 	for batch := range 3 { // claims take the oldest batch first, across batches
@@ -85,7 +86,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 		refused: map[domain.ErrorCode]int{}, released: map[string]bool{}}
 	ams := "AMS"
 	reserve := func(in domain.ReserveInput, via int) (domain.Reservation, bool, error) {
-		res, replayed, err := stores[via].ReservationCreate(b.ctx, in)
+		res, replayed, err := stores[via].ReservationCreate(b.Ctx, in)
 		if err == nil {
 			if res.Status == domain.StatusHeld && !replayed && (len(res.Lines) == 0 || res.ID == "") {
 				t.Errorf("held reservation without id or lines: %+v", res)
@@ -135,7 +136,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 				case op == 7 && len(mine) > 0: // the same key with other inputs
 					in := mine[rng.IntN(len(mine))]
 					in.Lines = []domain.ReserveLine{{SKU: in.Lines[0].SKU, Location: &ams, Quantity: in.Lines[0].Quantity + 1}}
-					if _, _, err := stores[rng.IntN(2)].ReservationCreate(b.ctx, in); !isCode(err, domain.CodeIdempotencyKeyReused) {
+					if _, _, err := stores[rng.IntN(2)].ReservationCreate(b.Ctx, in); !isCode(err, domain.CodeIdempotencyKeyReused) {
 						t.Errorf("key reused with other inputs: %v", err)
 					}
 				case op == 8: // a basket on the same balance, via the basket path
@@ -148,7 +149,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 					}
 					id := run.keysOf(mine[0])
 					mine = mine[1:]
-					res, err := stores[rng.IntN(2)].ReservationRelease(b.ctx, domain.Scope{CheckoutID: checkout}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
+					res, err := stores[rng.IntN(2)].ReservationRelease(b.Ctx, domain.Scope{CheckoutID: checkout}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled})
 					if err != nil || res.Status != domain.StatusReleased {
 						t.Errorf("release %s: %+v %v", id, res, err)
 					}
@@ -177,14 +178,14 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 
 	// Exactly the holds callers were told about, each written once.
 	var reservations, strays int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(*), count(*) FILTER (WHERE NOT id = ANY($1::uuid[])) FROM reservations`,
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*), count(*) FILTER (WHERE NOT id = ANY($1::uuid[])) FROM reservations`,
 		run.ids()).Scan(&reservations, &strays); err != nil {
 		t.Fatal(err)
 	}
 	if reservations != len(run.made) || strays != 0 {
 		t.Fatalf("%d reservation rows (%d unknown to any caller), want %d", reservations, strays, len(run.made))
 	}
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT r.id, r.status,
 		       (SELECT count(*) FROM reservation_lines WHERE reservation_id = r.id),
 		       (SELECT coalesce(sum(quantity), 0) FROM reservation_lines WHERE reservation_id = r.id),
@@ -233,19 +234,19 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	onHand, reserved, _ := balanceRow(t, b, "HOT", "AMS")
+	onHand, reserved, _ := b.BalanceRow(t, "HOT", "AMS")
 	if onHand != stock || reserved > stock {
 		t.Fatalf("HOT@AMS on_hand %d reserved %d, stock %d", onHand, reserved, stock)
 	}
 	var heldCodes, gcReserved int
-	if err := b.pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM codes WHERE status = 'held'),
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT (SELECT count(*) FROM codes WHERE status = 'held'),
 		(SELECT reserved FROM balances JOIN skus ON skus.id = sku_id WHERE skus.code = 'GC')`).Scan(&heldCodes, &gcReserved); err != nil {
 		t.Fatal(err)
 	}
 	if heldCodes != gcReserved || heldCodes > codes {
 		t.Fatalf("%d codes held, GC reserved %d, %d codes in stock", heldCodes, gcReserved, codes)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 	requireConsistentEventStream(t, b)
 }
 
@@ -256,7 +257,7 @@ func TestReserveCoalescingTwoInstances(t *testing.T) {
 func requireConsistentEventStream(t *testing.T, b *testBundle) {
 	t.Helper()
 	for {
-		n, err := b.store.StockEventsPublish(b.ctx, 10_000)
+		n, err := b.Store.StockEventsPublish(b.Ctx, 10_000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +265,7 @@ func requireConsistentEventStream(t *testing.T, b *testBundle) {
 			break
 		}
 	}
-	rows, err := b.pool.Query(b.ctx, `
+	rows, err := b.Pool.Query(b.Ctx, `
 		SELECT e.seq, e.sku_id, e.location_id, e.cause, e.on_hand, e.reserved,
 		       coalesce((SELECT sum(quantity - preorder_quantity) FROM reservation_lines rl
 		                 WHERE rl.reservation_id = e.reservation_id AND rl.sku_id = e.sku_id AND rl.location_id = e.location_id), 0)::int

@@ -16,7 +16,7 @@ func TestReservationLastUnitRace(t *testing.T) {
 	const rounds = 50
 	for round := range rounds {
 		sku := fmt.Sprintf("LAST-%02d", round)
-		b.stock(t, sku, "AMS", 1)
+		b.Stock(t, sku, "AMS", 1)
 
 		type outcome struct {
 			res domain.Reservation
@@ -52,7 +52,7 @@ func TestReservationLastUnitRace(t *testing.T) {
 		if winners != 1 {
 			t.Fatalf("round %d: %d winners for the last unit (%v / %v)", round, winners, out[0].err, out[1].err)
 		}
-		if on, rsv := b.balance(t, sku, "AMS"); on != 1 || rsv != 1 {
+		if on, rsv := b.Balance(t, sku, "AMS"); on != 1 || rsv != 1 {
 			t.Fatalf("round %d: on_hand %d reserved %d, want 1 and 1", round, on, rsv)
 		}
 		if n := b.sqlInt(t, `SELECT count(*) FROM reservations WHERE checkout_id LIKE $1`, fmt.Sprintf("last-%d-%%", round)); n != 1 {
@@ -92,7 +92,7 @@ func TestReservationLostResponseConcurrent(t *testing.T) {
 			)
 			for round := range rounds {
 				sku := fmt.Sprintf("LOST-%d", round)
-				b.stock(t, sku, "AMS", tc.onHand)
+				b.Stock(t, sku, "AMS", tc.onHand)
 				in := domain.ReserveInput{CheckoutID: "cart-lost", RequestKey: fmt.Sprintf("key-%d", round), TTLSeconds: 900,
 					Lines: []domain.ReserveLine{line(sku, "AMS", qty)}}
 
@@ -107,7 +107,7 @@ func TestReservationLostResponseConcurrent(t *testing.T) {
 				for i := range out {
 					wg.Go(func() {
 						<-start
-						res, replayed, err := b.store.ReservationCreate(b.ctx, in)
+						res, replayed, err := b.Store.ReservationCreate(b.Ctx, in)
 						out[i] = outcome{res, replayed, err}
 					})
 				}
@@ -134,7 +134,7 @@ func TestReservationLostResponseConcurrent(t *testing.T) {
 					t.Fatalf("round %d: %d answers with replayed=false, want exactly 1", round, fresh)
 				}
 				id := out[0].res.ID
-				if on, rsv := b.balance(t, sku, "AMS"); on != tc.onHand || rsv != qty {
+				if on, rsv := b.Balance(t, sku, "AMS"); on != tc.onHand || rsv != qty {
 					t.Fatalf("round %d: on_hand %d reserved %d, want %d and %d", round, on, rsv, tc.onHand, qty)
 				}
 				if n := b.sqlInt(t, `SELECT count(*) FROM reservations WHERE checkout_id = 'cart-lost' AND request_key = $1`, in.RequestKey); n != 1 {
@@ -153,7 +153,7 @@ func TestReservationLostResponseConcurrent(t *testing.T) {
 					t.Fatalf("round %d: %d allocation failures recorded", round, n)
 				}
 				// And once more, after the fact.
-				again, replayed, err := b.store.ReservationCreate(b.ctx, in)
+				again, replayed, err := b.Store.ReservationCreate(b.Ctx, in)
 				if err != nil || !replayed || again.ID != id {
 					t.Fatalf("round %d: late replay: %s %v %v", round, again.ID, replayed, err)
 				}
@@ -177,7 +177,7 @@ func TestReservationOppositeOrderBaskets(t *testing.T) {
 	lines := []domain.ReserveLine{line("OA", "L1", 1), line("OB", "L2", 2), line("OC", "L1", 1), line("OD", "L2", 3)}
 	for _, sku := range []string{"OD", "OB", "OC", "OA"} {
 		for _, loc := range []string{"L1", "L2"} {
-			b.stock(t, sku, loc, stock)
+			b.Stock(t, sku, loc, stock)
 		}
 	}
 	reversed := make([]domain.ReserveLine, len(lines))
@@ -211,7 +211,7 @@ func TestReservationOppositeOrderBaskets(t *testing.T) {
 					return
 				}
 				if (g+round)%2 == 0 {
-					c, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: fmt.Sprintf("ORD-%d-%d", g, round)})
+					c, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: fmt.Sprintf("ORD-%d-%d", g, round)})
 					if err != nil || c.Status != domain.StatusConfirmed {
 						t.Errorf("goroutine %d round %d: confirm: %s %v", g, round, c.Status, err)
 						return
@@ -220,7 +220,7 @@ func TestReservationOppositeOrderBaskets(t *testing.T) {
 					confirmed++
 					mu.Unlock()
 				} else {
-					r, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: res.ID, Reason: domain.ReasonCustomerCancelled})
+					r, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: res.ID, Reason: domain.ReasonCustomerCancelled})
 					if err != nil || r.Status != domain.StatusReleased {
 						t.Errorf("goroutine %d round %d: release: %s %v", g, round, r.Status, err)
 						return
@@ -242,7 +242,7 @@ func TestReservationOppositeOrderBaskets(t *testing.T) {
 		t.Fatalf("%d confirmed in SQL, %d confirm calls, want %d", n, confirmed, perOrder*rounds)
 	}
 	for _, l := range lines {
-		on, rsv := b.balance(t, l.SKU, *l.Location)
+		on, rsv := b.Balance(t, l.SKU, *l.Location)
 		if want := stock - confirmed*l.Quantity; on != want || rsv != 0 {
 			t.Fatalf("%s@%s: on_hand %d reserved %d, want %d and 0", l.SKU, *l.Location, on, rsv, want)
 		}

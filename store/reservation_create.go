@@ -27,7 +27,7 @@ var errTwinWon = errors.New("a concurrent request with the same key won")
 //     fresh transaction so it is seen whatever the isolation level;
 //  2. for a checkout token, lock the checkout and check its fair-use limits
 //     against its live holds (lockCheckoutUsage);
-//  3. insert the River job that expires the hold at its deadline;
+//  3. schedule the job that expires the hold at its deadline (Store.Expiry);
 //  4. claim every line with a conditional UPDATE, in (sku, location) order so
 //     two baskets never wait on each other in a cycle.
 //
@@ -83,7 +83,7 @@ func (s *Store) reserveBasket(ctx context.Context, in domain.ReserveInput, fp []
 				return err
 			}
 		}
-		if err := s.scheduleExpiry(ctx, tx, res.ID, res.ExpiresAt); err != nil {
+		if err := s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: res.ID, At: res.ExpiresAt}); err != nil {
 			return err
 		}
 		// Claims last: from the first claim to commit the balance rows are

@@ -23,25 +23,25 @@ func TestReservationDeadlineCheckedAfterLockWait(t *testing.T) {
 		call func(b *testBundle, id string) (domain.Reservation, error)
 	}{
 		{"confirm", func(b *testBundle, id string) (domain.Reservation, error) {
-			return b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: "ORD-after-wait"})
+			return b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: id, OrderRef: "ORD-after-wait"})
 		}},
 		{"extend", func(b *testBundle, id string) (domain.Reservation, error) {
-			return b.store.ReservationExtend(b.ctx, domain.Scope{}, domain.ExtendInput{ID: id, TTLSeconds: 900})
+			return b.Store.ReservationExtend(b.Ctx, domain.Scope{}, domain.ExtendInput{ID: id, TTLSeconds: 900})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.stock(t, "WAIT", "AMS", 5)
+			b.Stock(t, "WAIT", "AMS", 5)
 			res := b.reserve(t, "cart-wait", "k", "WAIT", ptr("AMS"), 1, 2)
 
 			// Another transaction locks the hold and keeps it past the deadline.
-			locker, err := b.pool.Begin(b.ctx)
+			locker, err := b.Pool.Begin(b.Ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer locker.Rollback(context.Background()) //nolint:errcheck
-			if _, err := locker.Exec(b.ctx, `SELECT FROM reservations WHERE id = $1 FOR UPDATE`, res.ID); err != nil {
+			if _, err := locker.Exec(b.Ctx, `SELECT FROM reservations WHERE id = $1 FOR UPDATE`, res.ID); err != nil {
 				t.Fatal(err)
 			}
 
@@ -58,7 +58,7 @@ func TestReservationDeadlineCheckedAfterLockWait(t *testing.T) {
 			waitForLockWait(t, b, res.ExpiresAt)
 
 			time.Sleep(time.Until(res.ExpiresAt) + 300*time.Millisecond)
-			if err := locker.Rollback(b.ctx); err != nil { // changed nothing
+			if err := locker.Rollback(b.Ctx); err != nil { // changed nothing
 				t.Fatal(err)
 			}
 			got := <-done
@@ -70,7 +70,7 @@ func TestReservationDeadlineCheckedAfterLockWait(t *testing.T) {
 			if s, _ := b.statusOf(res.ID); s != "held" {
 				t.Fatalf("status %s, want held until the expiry job runs", s)
 			}
-			if on, rsv := b.balance(t, "WAIT", "AMS"); on != 5 || rsv != 1 {
+			if on, rsv := b.Balance(t, "WAIT", "AMS"); on != 5 || rsv != 1 {
 				t.Fatalf("on_hand %d reserved %d, want 5 and 1", on, rsv)
 			}
 			b.requireInvariants(t)
@@ -84,7 +84,7 @@ func waitForLockWait(t *testing.T, b *testBundle, by time.Time) {
 	t.Helper()
 	for {
 		var waiting int
-		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).
 			Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func TestReservationExpiryRace(t *testing.T) {
 		rounds  = 10 // one hold per round: 200 races in all
 	)
 	for w := range workers {
-		b.stock(t, fmt.Sprintf("EXP-%02d", w), "AMS", rounds)
+		b.Stock(t, fmt.Sprintf("EXP-%02d", w), "AMS", rounds)
 	}
 	var confirmedN, expiredN, sweptN, snoozedN atomic.Int64
 
@@ -57,18 +57,18 @@ func TestReservationExpiryRace(t *testing.T) {
 				var race sync.WaitGroup
 				race.Go(func() {
 					<-start
-					confirmed, confirmErr = b.store.ReservationConfirm(b.ctx, domain.Scope{},
+					confirmed, confirmErr = b.Store.ReservationConfirm(b.Ctx, domain.Scope{},
 						domain.ConfirmInput{ID: res.ID, OrderRef: fmt.Sprintf("ORD-%d-%d", w, round)})
 				})
 				race.Go(func() {
 					<-start
-					snoozes, expireErr = b.expireLikeWorker(b.ctx, res.ID)
+					snoozes, expireErr = b.expireLikeWorker(b.Ctx, res.ID)
 				})
 				if withSweeper {
 					race.Go(func() {
 						<-start
 						var n int
-						n, sweepEr = b.store.ReservationSweepOverdue(b.ctx, 0, 100)
+						n, sweepEr = b.Store.ReservationSweepOverdue(b.Ctx, 0, 100)
 						sweptN.Add(int64(n))
 					})
 				}
@@ -143,7 +143,7 @@ func TestReservationExpiryRace(t *testing.T) {
 func TestReservationDeadlines(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "DL", "AMS", 100)
+	b.Stock(t, "DL", "AMS", 100)
 	scope := domain.Scope{}
 
 	// Holds that will be due after one second, and one that will not.
@@ -155,7 +155,7 @@ func TestReservationDeadlines(t *testing.T) {
 	// Expiring a hold that is not yet due changes nothing and says when to
 	// come back.
 	before := b.state(t)
-	notBefore, _, err := b.store.ReservationExpire(b.ctx, live.ID)
+	notBefore, _, err := b.Store.ReservationExpire(b.Ctx, live.ID)
 	if err != nil || notBefore == nil || !notBefore.Equal(live.ExpiresAt) {
 		t.Fatalf("expire before due: %v %v, want %s", notBefore, err, live.ExpiresAt)
 	}
@@ -169,7 +169,7 @@ func TestReservationDeadlines(t *testing.T) {
 	jobs := func(id string) int {
 		return b.sqlInt(t, `SELECT count(*) FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = $1`, id)
 	}
-	later, err := b.store.ReservationExtend(b.ctx, scope, domain.ExtendInput{ID: live.ID, TTLSeconds: 1800})
+	later, err := b.Store.ReservationExtend(b.Ctx, scope, domain.ExtendInput{ID: live.ID, TTLSeconds: 1800})
 	if err != nil || later.Status != domain.StatusHeld || !later.ExpiresAt.After(live.ExpiresAt) {
 		t.Fatalf("extend later: %s -> %s %v", live.ExpiresAt, later.ExpiresAt, err)
 	}
@@ -180,7 +180,7 @@ func TestReservationDeadlines(t *testing.T) {
 		t.Fatalf("extend later: %d expiry jobs, want 1", n)
 	}
 	// Earlier than the old deadline: a second job at the new one.
-	earlier, err := b.store.ReservationExtend(b.ctx, scope, domain.ExtendInput{ID: live.ID, TTLSeconds: 600})
+	earlier, err := b.Store.ReservationExtend(b.Ctx, scope, domain.ExtendInput{ID: live.ID, TTLSeconds: 600})
 	if err != nil || earlier.Status != domain.StatusHeld || !earlier.ExpiresAt.Before(later.ExpiresAt) {
 		t.Fatalf("extend earlier: %s -> %s %v", later.ExpiresAt, earlier.ExpiresAt, err)
 	}
@@ -200,7 +200,7 @@ func TestReservationDeadlines(t *testing.T) {
 	// Confirm after the deadline, before any expiry ran: refused, and the
 	// hold stays held (and counted) until the expiry job ends it.
 	before = b.state(t)
-	_, err = b.store.ReservationConfirm(b.ctx, scope, domain.ConfirmInput{ID: dueConfirm.ID, OrderRef: "ORD-late"})
+	_, err = b.Store.ReservationConfirm(b.Ctx, scope, domain.ConfirmInput{ID: dueConfirm.ID, OrderRef: "ORD-late"})
 	requireCode(t, err, domain.CodeReservationExpired)
 	b.requireUnchanged(t, before, "a late confirm")
 	if s, _ := b.statusOf(dueConfirm.ID); s != "held" {
@@ -210,7 +210,7 @@ func TestReservationDeadlines(t *testing.T) {
 		t.Fatalf("late confirm wrote %d orders", n)
 	}
 	// Extending after the deadline is refused just the same.
-	_, err = b.store.ReservationExtend(b.ctx, scope, domain.ExtendInput{ID: dueExtend.ID, TTLSeconds: 900})
+	_, err = b.Store.ReservationExtend(b.Ctx, scope, domain.ExtendInput{ID: dueExtend.ID, TTLSeconds: 900})
 	requireCode(t, err, domain.CodeReservationExpired)
 	b.requireUnchanged(t, before, "a late extend")
 	if s, _ := b.statusOf(dueExtend.ID); s != "held" {
@@ -219,32 +219,32 @@ func TestReservationDeadlines(t *testing.T) {
 
 	// The expiry job ends a due hold; releasing it afterwards answers it as
 	// it is, EXPIRED, without error; confirming it is RESERVATION_EXPIRED.
-	if notBefore, _, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, dueExpire.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire when due: %v %v", notBefore, err)
 	}
 	before = b.state(t)
-	rel, err := b.store.ReservationRelease(b.ctx, scope, domain.ReleaseInput{ID: dueExpire.ID, Reason: domain.ReasonCustomerCancelled})
+	rel, err := b.Store.ReservationRelease(b.Ctx, scope, domain.ReleaseInput{ID: dueExpire.ID, Reason: domain.ReasonCustomerCancelled})
 	if err != nil || rel.Status != domain.StatusExpired || rel.ReleaseReason != nil {
 		t.Fatalf("release after expiry: %s %v %v", rel.Status, rel.ReleaseReason, err)
 	}
-	_, err = b.store.ReservationConfirm(b.ctx, scope, domain.ConfirmInput{ID: dueExpire.ID, OrderRef: "ORD-expired"})
+	_, err = b.Store.ReservationConfirm(b.Ctx, scope, domain.ConfirmInput{ID: dueExpire.ID, OrderRef: "ORD-expired"})
 	requireCode(t, err, domain.CodeReservationExpired)
-	_, err = b.store.ReservationExtend(b.ctx, scope, domain.ExtendInput{ID: dueExpire.ID, TTLSeconds: 60})
+	_, err = b.Store.ReservationExtend(b.Ctx, scope, domain.ExtendInput{ID: dueExpire.ID, TTLSeconds: 60})
 	requireCode(t, err, domain.CodeReservationExpired)
-	if notBefore, _, err := b.store.ReservationExpire(b.ctx, dueExpire.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, dueExpire.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire again: %v %v", notBefore, err)
 	}
 	b.requireUnchanged(t, before, "transitions of an expired hold")
 
 	// Release after confirm is INVALID_TRANSITION, and changes nothing.
-	sold, err := b.store.ReservationConfirm(b.ctx, scope, domain.ConfirmInput{ID: live.ID, OrderRef: "ORD-live"})
+	sold, err := b.Store.ReservationConfirm(b.Ctx, scope, domain.ConfirmInput{ID: live.ID, OrderRef: "ORD-live"})
 	if err != nil || sold.Status != domain.StatusConfirmed {
 		t.Fatalf("confirm: %s %v", sold.Status, err)
 	}
 	before = b.state(t)
-	_, err = b.store.ReservationRelease(b.ctx, scope, domain.ReleaseInput{ID: live.ID, Reason: domain.ReasonPaymentFailed})
+	_, err = b.Store.ReservationRelease(b.Ctx, scope, domain.ReleaseInput{ID: live.ID, Reason: domain.ReasonPaymentFailed})
 	requireCode(t, err, domain.CodeInvalidTransition)
-	if notBefore, _, err := b.store.ReservationExpire(b.ctx, live.ID); err != nil || notBefore != nil {
+	if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, live.ID); err != nil || notBefore != nil {
 		t.Fatalf("expire a confirmed hold: %v %v", notBefore, err)
 	}
 	b.requireUnchanged(t, before, "release and expire after confirm")
@@ -253,18 +253,18 @@ func TestReservationDeadlines(t *testing.T) {
 	}
 
 	// The two late holds are still held, and counted, until the expiry runs.
-	if on, rsv := b.balance(t, "DL", "AMS"); on != 98 || rsv != 2 {
+	if on, rsv := b.Balance(t, "DL", "AMS"); on != 98 || rsv != 2 {
 		t.Fatalf("on_hand %d reserved %d, want 98 and 2", on, rsv)
 	}
 	for _, id := range []string{dueConfirm.ID, dueExtend.ID} {
-		if notBefore, _, err := b.store.ReservationExpire(b.ctx, id); err != nil || notBefore != nil {
+		if notBefore, _, err := b.Store.ReservationExpire(b.Ctx, id); err != nil || notBefore != nil {
 			t.Fatalf("expire %s: %v %v", id, notBefore, err)
 		}
 		if s, _ := b.statusOf(id); s != "expired" {
 			t.Fatalf("%s is %s after expire", id, s)
 		}
 	}
-	if on, rsv := b.balance(t, "DL", "AMS"); on != 98 || rsv != 0 {
+	if on, rsv := b.Balance(t, "DL", "AMS"); on != 98 || rsv != 0 {
 		t.Fatalf("on_hand %d reserved %d, want 98 and 0", on, rsv)
 	}
 	if n := b.sqlInt(t, `SELECT count(*) FROM reservations WHERE (status = 'held') = (ended_at IS NOT NULL)`); n != 0 {
@@ -278,9 +278,9 @@ func TestReservationDeadlines(t *testing.T) {
 func TestReservationSweepAndHealth(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.stock(t, "SW", "AMS", 100)
+	b.Stock(t, "SW", "AMS", 100)
 
-	h, err := b.store.InventoryHealthGet(b.ctx)
+	h, err := b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.LastSweepReleased != nil || h.LastSweepAt != nil || h.HeldReservations != 0 {
 		t.Fatalf("health before any sweep: %+v %v", h, err)
 	}
@@ -295,32 +295,32 @@ func TestReservationSweepAndHealth(t *testing.T) {
 	}
 	// An overdue one that was confirmed in time is not the sweeper's.
 	sold := b.reserve(t, "cart-sw", "sold", "SW", ptr("AMS"), 5, 1)
-	if _, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-sw"}); err != nil {
+	if _, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: sold.ID, OrderRef: "ORD-sw"}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Nothing is overdue yet.
-	n, err := b.store.ReservationSweepOverdue(b.ctx, 0, 100)
+	n, err := b.Store.ReservationSweepOverdue(b.Ctx, 0, 100)
 	if err != nil || n != 0 {
 		t.Fatalf("early sweep: %d %v", n, err)
 	}
-	h, err = b.store.InventoryHealthGet(b.ctx)
+	h, err = b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.LastSweepReleased == nil || *h.LastSweepReleased != 0 || h.HeldReservations != 7 || h.OverdueHolds != 0 {
 		t.Fatalf("health after early sweep: %+v %v", h, err)
 	}
 
 	time.Sleep(time.Until(overdue[len(overdue)-1].ExpiresAt) + 50*time.Millisecond)
-	h, err = b.store.InventoryHealthGet(b.ctx)
+	h, err = b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil || h.OverdueHolds != 3 || h.HeldReservations != 7 {
 		t.Fatalf("health with overdue holds: %+v %v", h, err)
 	}
 	// A grace longer than they are overdue leaves them alone.
-	n, err = b.store.ReservationSweepOverdue(b.ctx, time.Hour, 100)
+	n, err = b.Store.ReservationSweepOverdue(b.Ctx, time.Hour, 100)
 	if err != nil || n != 0 {
 		t.Fatalf("sweep with an hour's grace: %d %v", n, err)
 	}
 	// A small limit takes the oldest first.
-	n, err = b.store.ReservationSweepOverdue(b.ctx, 0, 2)
+	n, err = b.Store.ReservationSweepOverdue(b.Ctx, 0, 2)
 	if err != nil || n != 2 {
 		t.Fatalf("sweep limited to 2: %d %v", n, err)
 	}
@@ -330,7 +330,7 @@ func TestReservationSweepAndHealth(t *testing.T) {
 		}
 	}
 	runsBefore := b.sqlInt(t, `SELECT count(*) FROM sweeper_runs`)
-	n, err = b.store.ReservationSweepOverdue(b.ctx, 0, 100)
+	n, err = b.Store.ReservationSweepOverdue(b.Ctx, 0, 100)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v, want 1", n, err)
 	}
@@ -353,11 +353,11 @@ func TestReservationSweepAndHealth(t *testing.T) {
 	if s, _ := b.statusOf(sold.ID); s != "confirmed" {
 		t.Fatalf("confirmed hold is %s after the sweep", s)
 	}
-	if on, rsv := b.balance(t, "SW", "AMS"); on != 95 || rsv != 8 {
+	if on, rsv := b.Balance(t, "SW", "AMS"); on != 95 || rsv != 8 {
 		t.Fatalf("on_hand %d reserved %d, want 95 and 8", on, rsv)
 	}
 
-	h, err = b.store.InventoryHealthGet(b.ctx)
+	h, err = b.Store.InventoryHealthGet(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,13 @@ func (b *testBundle) sqlInt(t *testing.T, query string, args ...any) int {
 // queryInt is sqlInt for goroutines.
 func (b *testBundle) queryInt(query string, args ...any) (int, error) {
 	var n int
-	err := b.pool.QueryRow(b.ctx, query, args...).Scan(&n)
+	err := b.Pool.QueryRow(b.Ctx, query, args...).Scan(&n)
 	return n, err
 }
 
 // balanceOf reads on_hand and reserved of one balance, for goroutines.
 func (b *testBundle) balanceOf(sku, location string) (onHand, reserved int, err error) {
-	err = b.pool.QueryRow(b.ctx, `SELECT on_hand, reserved FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+	err = b.Pool.QueryRow(b.Ctx, `SELECT on_hand, reserved FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
 		WHERE s.code = $1 AND l.code = $2`, sku, location).Scan(&onHand, &reserved)
 	return onHand, reserved, err
 }
@@ -43,13 +43,13 @@ func (b *testBundle) balanceOf(sku, location string) (onHand, reserved int, err 
 // statusOf reads a reservation's status as stored ('held', 'confirmed', ...).
 func (b *testBundle) statusOf(id string) (string, error) {
 	var status string
-	err := b.pool.QueryRow(b.ctx, `SELECT status FROM reservations WHERE id = $1`, id).Scan(&status)
+	err := b.Pool.QueryRow(b.Ctx, `SELECT status FROM reservations WHERE id = $1`, id).Scan(&status)
 	return status, err
 }
 
 // create calls ReservationCreate with a basket.
 func (b *testBundle) create(checkout, key string, ttl int, lines ...domain.ReserveLine) (domain.Reservation, bool, error) {
-	return b.store.ReservationCreate(b.ctx, domain.ReserveInput{CheckoutID: checkout, RequestKey: key, TTLSeconds: ttl, Lines: lines})
+	return b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: checkout, RequestKey: key, TTLSeconds: ttl, Lines: lines})
 }
 
 // mustCreate is create failing the test on any error.
@@ -99,7 +99,7 @@ func isCode(err error, code domain.ErrorCode) bool {
 // deadline (plus the worker's 10 ms) and run again.
 func (b *testBundle) expireLikeWorker(ctx context.Context, id string) (snoozes int, err error) {
 	for {
-		notBefore, _, err := b.store.ReservationExpire(ctx, id)
+		notBefore, _, err := b.Store.ReservationExpire(ctx, id)
 		if err != nil || notBefore == nil {
 			return snoozes, err
 		}
@@ -113,7 +113,7 @@ func (b *testBundle) expireLikeWorker(ctx context.Context, id string) (snoozes i
 
 // ledgerCauses counts a reservation's stock_movements rows by cause.
 func (b *testBundle) ledgerCauses(id string) (map[string]int, error) {
-	rows, err := b.pool.Query(b.ctx, `SELECT cause, count(*)::int FROM stock_movements WHERE reservation_id = $1 GROUP BY cause`, id)
+	rows, err := b.Pool.Query(b.Ctx, `SELECT cause, count(*)::int FROM stock_movements WHERE reservation_id = $1 GROUP BY cause`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +135,8 @@ func (b *testBundle) ledgerCauses(id string) (map[string]int, error) {
 // reads the counter on a connection of its own after pg_stat_clear_snapshot().
 func (b *testBundle) deadlocksSoFar(t *testing.T) int64 {
 	t.Helper()
-	b.pool.Reset()
-	conn, err := pgx.ConnectConfig(b.ctx, b.pool.Config().ConnConfig.Copy())
+	b.Pool.Reset()
+	conn, err := pgx.ConnectConfig(b.Ctx, b.Pool.Config().ConnConfig.Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func (b *testBundle) deadlocksSoFar(t *testing.T) int64 {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var others int
-		if err := conn.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).
+		if err := conn.QueryRow(b.Ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).
 			Scan(&others); err != nil {
 			t.Fatal(err)
 		}
@@ -158,10 +158,10 @@ func (b *testBundle) deadlocksSoFar(t *testing.T) int64 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var n int64
-	if _, err := conn.Exec(b.ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+	if _, err := conn.Exec(b.Ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(b.ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+	if err := conn.QueryRow(b.Ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

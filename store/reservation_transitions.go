@@ -250,7 +250,7 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 		if !expiresAt.Before(r.expiresAt) {
 			return "", nil
 		}
-		return "", s.scheduleExpiry(ctx, tx, in.ID, expiresAt)
+		return "", s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: in.ID, At: expiresAt})
 	})
 	return res, wrap("ReservationExtend", err)
 }

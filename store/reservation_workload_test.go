@@ -72,7 +72,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 	const initial = 20
 	for _, sku := range skus {
 		for _, loc := range locs {
-			b.stock(t, sku, loc, initial)
+			b.Stock(t, sku, loc, initial)
 		}
 	}
 	deadlocksBefore := b.deadlocksSoFar(t)
@@ -102,7 +102,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 				}
 				in.Lines = append(in.Lines, l)
 			}
-			res, replayed, err := b.store.ReservationCreate(b.ctx, in)
+			res, replayed, err := b.Store.ReservationCreate(b.Ctx, in)
 			if err != nil {
 				return verdict("reserve", err, domain.CodeOutOfStock)
 			}
@@ -134,7 +134,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			res, replayed, err := b.store.ReservationCreate(b.ctx, r.in)
+			res, replayed, err := b.Store.ReservationCreate(b.Ctx, r.in)
 			if err != nil || !replayed || res.ID != r.id {
 				return "", fmt.Errorf("replay of %s: got %s replayed %v, %v", r.id, res.ID, replayed, err)
 			}
@@ -145,7 +145,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			res, err := b.store.ReservationConfirm(b.ctx, domain.Scope{}, domain.ConfirmInput{ID: r.id, OrderRef: "ORD-" + r.id})
+			res, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: r.id, OrderRef: "ORD-" + r.id})
 			switch {
 			case err == nil:
 				if res.Status != domain.StatusConfirmed || res.Order == nil || res.Order.Ref != "ORD-"+r.id {
@@ -164,7 +164,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			res, err := b.store.ReservationRelease(b.ctx, domain.Scope{}, domain.ReleaseInput{ID: r.id, Reason: domain.ReasonCheckoutAbandoned})
+			res, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: r.id, Reason: domain.ReasonCheckoutAbandoned})
 			switch {
 			case err == nil && res.Status == domain.StatusReleased:
 				w.tell(r.id, "released")
@@ -182,7 +182,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			res, err := b.store.ReservationExtend(b.ctx, domain.Scope{}, domain.ExtendInput{ID: r.id, TTLSeconds: 1 + rng.IntN(30)})
+			res, err := b.Store.ReservationExtend(b.Ctx, domain.Scope{}, domain.ExtendInput{ID: r.id, TTLSeconds: 1 + rng.IntN(30)})
 			if err == nil && res.Status != domain.StatusHeld {
 				return "", fmt.Errorf("extend %s: status %s", r.id, res.Status)
 			}
@@ -199,7 +199,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			if !ok {
 				return "", nil
 			}
-			notBefore, _, err := b.store.ReservationExpire(b.ctx, r.id)
+			notBefore, _, err := b.Store.ReservationExpire(b.Ctx, r.id)
 			if err != nil {
 				return "", fmt.Errorf("expire %s: %v", r.id, err)
 			}
@@ -209,7 +209,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			return "", nil
 		}},
 		{"sweep", 5, func(g, i int, rng *rand.Rand) (domain.ErrorCode, error) {
-			n, err := b.store.ReservationSweepOverdue(b.ctx, 0, 100)
+			n, err := b.Store.ReservationSweepOverdue(b.Ctx, 0, 100)
 			if err != nil {
 				return "", fmt.Errorf("sweep: %v", err)
 			}
@@ -220,7 +220,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 		}},
 		{"receive", 8, func(g, i int, rng *rand.Rand) (domain.ErrorCode, error) {
 			sku, loc, q := skus[rng.IntN(len(skus))], locs[rng.IntN(len(locs))], 1+rng.IntN(5)
-			if _, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO-workload"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO-workload"}); err != nil {
 				return "", fmt.Errorf("receive: %v", err)
 			}
 			w.mu.Lock()
@@ -235,7 +235,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 				delta = -delta
 				allowed = append(allowed, domain.CodeBelowReserved)
 			}
-			_, err := b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "workload"})
+			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "workload"})
 			if err == nil {
 				w.mu.Lock()
 				w.adjusted[sku+"@"+loc] += delta
@@ -305,7 +305,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 			key := sku + "@" + loc
 			sold := b.sqlInt(t, `SELECT coalesce(sum(ol.quantity), 0) FROM order_lines ol JOIN skus s ON s.id = ol.sku_id JOIN locations l ON l.id = ol.location_id
 				WHERE s.code = $1 AND l.code = $2`, sku, loc)
-			on, rsv := b.balance(t, sku, loc)
+			on, rsv := b.Balance(t, sku, loc)
 			if want := initial + w.received[key] + w.adjusted[key] - sold; on != want {
 				t.Errorf("%s: on_hand %d, want %d + %d received %+d adjusted - %d sold = %d", key, on, initial, w.received[key], w.adjusted[key], sold, want)
 			}

@@ -1,27 +1,16 @@
 package store_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"inventory/domain"
-	"inventory/pgtest"
-	"inventory/store"
+	"inventory/testkit"
 )
 
 // testBundle is what most store tests need: a store on a database of its own
 // and a context acting as an admin.
-type testBundle struct {
-	ctx   context.Context
-	pool  *pgxpool.Pool
-	store *store.Store
-}
+type testBundle struct{ testkit.Kit }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	ctx := domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: "test-admin"})
-	return &testBundle{ctx: ctx, pool: pool, store: store.New(pool)}
+	return &testBundle{testkit.New(t, "test-admin")}
 }

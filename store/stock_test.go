@@ -15,7 +15,7 @@ func TestStockReceive(t *testing.T) {
 	mustSKU(t, b, "HEADPHONES", domain.KindQuantity)
 	mustSKU(t, b, "GIFTCARD", domain.KindCodes)
 
-	bal, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 12, Reference: "PO-1001"})
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 12, Reference: "PO-1001"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestStockReceive(t *testing.T) {
 		bal.PendingSupply != 0 || bal.Preordered != 0 || bal.UpdatedAt.IsZero() {
 		t.Fatalf("returned balance %+v", bal)
 	}
-	if onHand, reserved, ok := balanceRow(t, b, "HEADPHONES", "AMS"); !ok || onHand != 12 || reserved != 0 {
+	if onHand, reserved, ok := b.BalanceRow(t, "HEADPHONES", "AMS"); !ok || onHand != 12 || reserved != 0 {
 		t.Fatalf("stored balance: on hand %d reserved %d exists %v", onHand, reserved, ok)
 	}
 	ms := movementsOf(t, b, "HEADPHONES", "AMS")
@@ -37,7 +37,7 @@ func TestStockReceive(t *testing.T) {
 	}
 
 	// A second receive adds to the same balance and writes one more row.
-	bal, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 3, Reference: "PO-1002"})
+	bal, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 3, Reference: "PO-1002"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestStockReceive(t *testing.T) {
 		t.Fatalf("after two receives: %d balances, %d movements; want 1, 2", s.balances, s.movements)
 	}
 	// The largest allowed quantity is accepted.
-	if bal, err = b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "BER", Quantity: domain.MaxQuantity, Reference: "PO-big"}); err != nil || bal.OnHand != domain.MaxQuantity {
+	if bal, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "BER", Quantity: domain.MaxQuantity, Reference: "PO-big"}); err != nil || bal.OnHand != domain.MaxQuantity {
 		t.Fatalf("receiving MaxQuantity: %+v, %v", bal, err)
 	}
 
@@ -74,14 +74,14 @@ func TestStockReceive(t *testing.T) {
 	}
 	for _, tc := range refused {
 		before := b.state(t)
-		_, err := b.store.StockReceive(b.ctx, tc.in)
+		_, err := b.Store.StockReceive(b.Ctx, tc.in)
 		e := requireCode(t, err, tc.code)
 		if tc.code == domain.CodeUnknownSKU && e.SKU != tc.in.SKU {
 			t.Fatalf("%s: error names SKU %q, want %q", tc.name, e.SKU, tc.in.SKU)
 		}
 		b.requireUnchanged(t, before, tc.name)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }
 
 // TestStockReceivePastMaximum: a receive that would overflow the stored
@@ -93,21 +93,21 @@ func TestStockReceivePastMaximum(t *testing.T) {
 	mustSKU(t, b, "HEADPHONES", domain.KindQuantity)
 	mustReceive(t, b, "HEADPHONES", "AMS", 1)
 	// Bring on_hand near the maximum the way the ledger would record it.
-	if _, err := b.pool.Exec(b.ctx, `
+	if _, err := b.Pool.Exec(b.Ctx, `
 		WITH u AS (UPDATE balances SET on_hand = 2147483647 - 10 RETURNING sku_id, location_id)
 		INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, cause, actor)
 		SELECT sku_id, location_id, 2147483647 - 11, 'adjusted', 'test' FROM u`); err != nil {
 		t.Fatal(err)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 	before := b.state(t)
-	_, err := b.store.StockReceive(b.ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 11, Reference: "PO-overflow"})
+	_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "HEADPHONES", Location: "AMS", Quantity: 11, Reference: "PO-overflow"})
 	requireCode(t, err, domain.CodeInvalidInput)
 	b.requireUnchanged(t, before, "an overflowing receive")
 	if bal := mustReceive(t, b, "HEADPHONES", "AMS", 10); bal.OnHand != 2147483647 {
 		t.Fatalf("receiving up to the maximum: on hand %d", bal.OnHand)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }
 
 func TestStockAdjust(t *testing.T) {
@@ -120,12 +120,12 @@ func TestStockAdjust(t *testing.T) {
 	mustReceive(t, b, "HEADPHONES", "AMS", 20)
 
 	adjust := func(delta int, expected *int) (domain.Balance, error) {
-		return b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: delta,
+		return b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: delta,
 			Reason: "cycle count", Reference: "COUNT-7", ExpectedOnHand: expected})
 	}
 	requireOnHand := func(want int) {
 		t.Helper()
-		if onHand, _, _ := balanceRow(t, b, "HEADPHONES", "AMS"); onHand != want {
+		if onHand, _, _ := b.BalanceRow(t, "HEADPHONES", "AMS"); onHand != want {
 			t.Fatalf("on hand %d, want %d", onHand, want)
 		}
 	}
@@ -138,7 +138,7 @@ func TestStockAdjust(t *testing.T) {
 	if bal.SKU != "HEADPHONES" || bal.Location != "AMS" || bal.OnHand != 25 || bal.Reserved != 0 {
 		t.Fatalf("after +5: %+v", bal)
 	}
-	bal, err = b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: -8, Reason: "damaged", Reference: "RMA-3"})
+	bal, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: -8, Reason: "damaged", Reference: "RMA-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestStockAdjust(t *testing.T) {
 	refuse := func(name string, in domain.AdjustStockInput, code domain.ErrorCode) *domain.Error {
 		t.Helper()
 		before := b.state(t)
-		_, err := b.store.StockAdjust(b.ctx, in)
+		_, err := b.Store.StockAdjust(b.Ctx, in)
 		e := requireCode(t, err, code)
 		b.requireUnchanged(t, before, name)
 		return e
@@ -203,7 +203,7 @@ func TestStockAdjust(t *testing.T) {
 
 	// With holds: on hand 30, reserved 12, so at most 18 may go.
 	setReserved(t, b, "HEADPHONES", "AMS", 12)
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 	for _, delta := range []int{-19, -30, -31} {
 		e := refuse("decrease below reserved", valid(func(in *domain.AdjustStockInput) { in.Delta = delta }), domain.CodeBelowReserved)
 		if e.Available == nil || *e.Available != 30-12 {
@@ -243,22 +243,22 @@ func TestStockAdjust(t *testing.T) {
 	// (and leaves no row behind), an increase creates the balance.
 	refuse("decrease of a missing balance", domain.AdjustStockInput{SKU: "HEADPHONES", Location: "BER", Delta: -1, Reason: "count", Reference: "ref"}, domain.CodeBelowReserved)
 	refuse("stale expectation on a missing balance", domain.AdjustStockInput{SKU: "HEADPHONES", Location: "BER", Delta: 1, Reason: "count", Reference: "ref", ExpectedOnHand: intPtr(1)}, domain.CodeStaleQuantity)
-	if _, _, ok := balanceRow(t, b, "HEADPHONES", "BER"); ok {
+	if _, _, ok := b.BalanceRow(t, "HEADPHONES", "BER"); ok {
 		t.Fatal("a refused adjustment left a balance row behind")
 	}
-	bal, err = b.store.StockAdjust(b.ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "BER", Delta: 4, Reason: "found", Reference: "COUNT-8", ExpectedOnHand: intPtr(0)})
+	bal, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "BER", Delta: 4, Reason: "found", Reference: "COUNT-8", ExpectedOnHand: intPtr(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bal.SKU != "HEADPHONES" || bal.Location != "BER" || bal.OnHand != 4 || bal.Reserved != 0 {
 		t.Fatalf("new balance %+v", bal)
 	}
-	if onHand, _, ok := balanceRow(t, b, "HEADPHONES", "BER"); !ok || onHand != 4 {
+	if onHand, _, ok := b.BalanceRow(t, "HEADPHONES", "BER"); !ok || onHand != 4 {
 		t.Fatalf("new balance row: on hand %d exists %v", onHand, ok)
 	}
 	if ms := movementsOf(t, b, "HEADPHONES", "BER"); len(ms) != 1 || ms[0].Cause != "adjusted" || ms[0].OnHandDelta != 4 ||
 		deref(ms[0].Reason) != "found" || deref(ms[0].Reference) != "COUNT-8" {
 		t.Fatalf("ledger of the new balance: %+v", ms)
 	}
-	requireReconciled(t, b)
+	b.RequireReconciled(t)
 }

@@ -19,8 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"inventory/codecrypt"
 )
@@ -28,10 +26,6 @@ import (
 // Store implements the domain services on PostgreSQL.
 type Store struct {
 	pool *pgxpool.Pool
-	// river inserts jobs inside the store's transactions (InsertTx), so a job
-	// exists exactly when the change that needs it committed. It never works
-	// jobs; package jobs runs the client that does.
-	river *river.Client[pgx.Tx]
 	// maxAttempts bounds how often a transaction that lost a deadlock or a
 	// serialization race is run again.
 	maxAttempts int
@@ -41,24 +35,18 @@ type Store struct {
 	// Keyring seals and opens unit codes. Without it, code imports and reveals
 	// fail; quantity stock works.
 	Keyring *codecrypt.Keyring
+	// Expiry schedules the jobs that expire holds, inside the reserve and
+	// extend transactions. Without it, reserving and extending fail; every
+	// other method works.
+	Expiry ExpiryScheduler
 }
 
-// New returns a Store on pool.
+// New returns a Store on pool. Set Expiry before it makes holds.
 func New(pool *pgxpool.Pool) *Store {
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
-	if err != nil {
-		panic("store: an insert-only River client needs no configuration: " + err.Error())
-	}
-	s := &Store{pool: pool, river: inserter, maxAttempts: 8}
+	s := &Store{pool: pool, maxAttempts: 8}
 	s.reserveBatches = newReserveCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
 	return s
 }
-
-// Pool exposes the pool for wiring (River, migrations, health); not for SQL.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
-// Ping reports whether the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // inTx runs fn in one transaction and commits it. A deadlock (40P01) or
 // serialization failure (40001) rolls back and runs fn again, with jittered

@@ -1,0 +1,171 @@
+// Package testkit is what the store, jobs and events tests share: a store on a
+// database of its own, wired as the server wires it, with a context acting
+// as an admin; catalog and stock seeding; balance and event reads. Only
+// tests import it.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/domain"
+	"inventory/jobs"
+	"inventory/pgtest"
+	"inventory/store"
+)
+
+// TB is the part of testing.T (and rapid.T) the helpers need.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Kit is a store on a database of its own and a context acting as an admin.
+type Kit struct {
+	Ctx   context.Context
+	Pool  *pgxpool.Pool
+	Store *store.Store
+}
+
+// New returns a Kit on a new test database, acting as the admin called
+// actor.
+func New(t testing.TB, actor string) Kit {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	return Kit{Ctx: AdminContext(actor), Pool: pool, Store: NewStore(t, pool)}
+}
+
+// AdminContext is a background context acting as the admin called name.
+func AdminContext(name string) context.Context {
+	return domain.WithActor(context.Background(), domain.Actor{Role: domain.RoleAdmin, Name: name})
+}
+
+// NewStore returns a store on pool that schedules expiry jobs through River,
+// as every store the server builds does.
+func NewStore(t TB, pool *pgxpool.Pool) *store.Store {
+	t.Helper()
+	expiry, err := jobs.NewScheduler(pool)
+	if err != nil {
+		t.Fatalf("jobs.NewScheduler: %v", err)
+	}
+	st := store.New(pool)
+	st.Expiry = expiry
+	return st
+}
+
+// Catalog creates locations and SKUs of one kind; existing ones are fine.
+func (k Kit) Catalog(t TB, kind domain.StockKind, skus []string, locations ...string) {
+	t.Helper()
+	for _, loc := range locations {
+		if _, err := k.Store.LocationCreate(k.Ctx, domain.CreateLocationInput{Code: loc, Name: loc}); err != nil && !isCode(err, domain.CodeAlreadyExists) {
+			t.Fatalf("LocationCreate(%s): %v", loc, err)
+		}
+	}
+	for _, sku := range skus {
+		if _, err := k.Store.SKUCreate(k.Ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: kind}); err != nil && !isCode(err, domain.CodeAlreadyExists) {
+			t.Fatalf("SKUCreate(%s): %v", sku, err)
+		}
+	}
+}
+
+// Stock creates the location and a QUANTITY SKU as needed and receives
+// onHand units of it there.
+func (k Kit) Stock(t TB, sku, location string, onHand int) {
+	t.Helper()
+	k.Catalog(t, domain.KindQuantity, []string{sku}, location)
+	if onHand > 0 {
+		if _, err := k.Store.StockReceive(k.Ctx, domain.ReceiveStockInput{SKU: sku, Location: location, Quantity: onHand, Reference: "test"}); err != nil {
+			t.Fatalf("StockReceive(%s@%s, %d): %v", sku, location, onHand, err)
+		}
+	}
+}
+
+// BalanceRow reads on_hand and reserved of one balance in SQL; ok is false
+// when there is no such row.
+func (k Kit) BalanceRow(t TB, sku, location string) (onHand, reserved int, ok bool) {
+	t.Helper()
+	err := k.Pool.QueryRow(k.Ctx, `
+		SELECT b.on_hand, b.reserved
+		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+		WHERE s.code = $1 AND l.code = $2`, sku, location).Scan(&onHand, &reserved)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false
+	}
+	if err != nil {
+		t.Fatalf("reading balance %s@%s: %v", sku, location, err)
+	}
+	return onHand, reserved, true
+}
+
+// Balance is BalanceRow for a balance that must exist.
+func (k Kit) Balance(t TB, sku, location string) (onHand, reserved int) {
+	t.Helper()
+	onHand, reserved, ok := k.BalanceRow(t, sku, location)
+	if !ok {
+		t.Fatalf("reading balance %s@%s: no such balance", sku, location)
+	}
+	return onHand, reserved
+}
+
+// RequireReconciled fails unless Reconciliation finds nothing.
+func (k Kit) RequireReconciled(t TB) {
+	t.Helper()
+	issues, err := k.Store.Reconciliation(k.Ctx)
+	if err != nil || len(issues) != 0 {
+		t.Fatalf("Reconciliation: %+v %v", issues, err)
+	}
+}
+
+// Published reads every published event with seq > after, page by page.
+func (k Kit) Published(t TB, after int64) []domain.StockEvent {
+	t.Helper()
+	var out []domain.StockEvent
+	for {
+		page, err := k.Store.StockEventsAfter(k.Ctx, after, domain.MaxStockEventsPage)
+		if err != nil {
+			t.Fatalf("StockEventsAfter(%d): %v", after, err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+		after = page[len(page)-1].Seq
+	}
+}
+
+func isCode(err error, code domain.ErrorCode) bool {
+	e, ok := domain.AsError(err)
+	return ok && e.Code == code
+}
+
+// LogBuffer collects slog output written from other goroutines (workers,
+// River, the broker); the mutex makes reading it while they write safe.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Reset empties the buffer.
+func (l *LogBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Reset()
+}
