@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -133,10 +137,8 @@ func TestCLIErrorsNameNoPackages(t *testing.T) {
 	}
 }
 
-// TestSettingsAndUnmigratedDatabase: invalid settings are refused with the
-// allowed values; serving an unmigrated database without migrating on start
-// says to run `inventory migrate` instead of failing on a missing table.
-func TestSettingsAndUnmigratedDatabase(t *testing.T) {
+// TestInvalidSettings: invalid settings are refused with the allowed values.
+func TestInvalidSettings(t *testing.T) {
 	t.Parallel()
 	for env, want := range map[string]string{
 		"INVENTORY_LOG_LEVEL=verbose":   "INVENTORY_LOG_LEVEL must be debug, info, warn or error",
@@ -150,13 +152,75 @@ func TestSettingsAndUnmigratedDatabase(t *testing.T) {
 			t.Errorf("%s: %v, want %q", env, err, want)
 		}
 	}
+}
+
+// TestServeWaitsForMigrations: an instance that may not migrate
+// (INVENTORY_MIGRATE_ON_START=false) on a database that is behind serves
+// /healthz, and /readyz 503 saying to run `inventory migrate`, reads no table
+// meanwhile, and becomes ready by itself once another process has migrated.
+func TestServeWaitsForMigrations(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
-	_, _, err := cliRun(t, map[string]string{"DATABASE_URL": url, "INVENTORY_MIGRATE_ON_START": "false", "LISTEN_ADDR": "127.0.0.1:0",
-		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32), "INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey}, "serve")
-	if err == nil || !strings.Contains(err.Error(), "run `inventory migrate`") || strings.Contains(err.Error(), "SQLSTATE") {
-		t.Fatalf("serve on an unmigrated database: %v", err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := map[string]string{"DATABASE_URL": url, "INVENTORY_MIGRATE_ON_START": "false", "LISTEN_ADDR": addr, "INVENTORY_LOG_LEVEL": "warn",
+		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32), "INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey}
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan *server, 1)
+	go func() {
+		srv, err := startServer(ctx, cfg, newLogger(testWriter{t}, "warn"))
+		if err != nil {
+			t.Error(err)
+		}
+		started <- srv
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil(t, 10*time.Second, "the waiting instance to answer", func() bool { code, _ := get("/healthz"); return code == 200 })
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "run `inventory migrate`") {
+		t.Fatalf("/readyz while unmigrated: %d %q", code, body)
+	}
+	if code, _ := get("/graphql"); code != 503 {
+		t.Fatalf("/graphql while unmigrated: %d", code)
 	}
 	if n := tablesIn(t, url); n != 0 {
-		t.Fatalf("serve without migrating created %d tables", n)
+		t.Fatalf("the waiting instance created %d tables", n)
+	}
+	if _, _, err := cliRun(t, map[string]string{"DATABASE_URL": url}, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	var srv *server
+	select {
+	case srv = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the instance did not start within 30 s of the migration")
+	}
+	if srv == nil {
+		t.FailNow()
+	}
+	waitUntil(t, 10*time.Second, "/readyz 200 after the migration", func() bool { code, _ := get("/readyz"); return code == 200 })
+	r, err := gqlTo("http://"+addr, "", `{ locations { code } }`, nil)
+	if err != nil || len(r.Errors) > 0 {
+		t.Fatalf("a query after the migration: %+v %v", r, err)
+	}
+	cancel()
+	if err := srv.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

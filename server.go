@@ -84,9 +84,30 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// private metrics and profiler listeners): it ends after HTTP drained,
 	// or at once if starting fails.
 	aux, stopAux := context.WithCancel(context.WithoutCancel(ctx))
+	// Requests must not inherit the signal's cancellation: Shutdown lets the
+	// in-flight ones finish. Every request goes through gate, which answers
+	// 503 until the application is built (only while waiting for migrations
+	// is anything served before that).
+	baseCtx := context.WithoutCancel(ctx)
+	gate := &startGate{}
+	httpServer := &http.Server{Handler: gate, ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	serveErr := make(chan error, 1)
+	var ln net.Listener
+	listen := func() error {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+		}
+		go func() { serveErr <- httpServer.Serve(ln) }()
+		return nil
+	}
 	ok := false
 	defer func() {
 		if !ok {
+			if ln != nil {
+				_ = httpServer.Close()
+			}
 			stopAux()
 			db.close()
 		}
@@ -100,15 +121,22 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 			logger.Info("applied migrations", "count", len(applied), "last", applied[len(applied)-1].String())
 		}
 	}
-	// Without migrations on start, a database that is behind is refused in
-	// words, before anything reads a table that may not be there.
+	// Without migrations on start, an instance whose database is behind
+	// serves /healthz, and /readyz 503 saying to run `inventory migrate`,
+	// until another process has migrated it; nothing reads a table before.
 	if !cfg.MigrateOnStart {
 		reason, err := migrations.Pending(ctx, db.api)
 		if err != nil {
 			return nil, err
 		}
 		if reason != "" {
-			return nil, fmt.Errorf("the database is not migrated (%s) and INVENTORY_MIGRATE_ON_START=false", reason)
+			if err := listen(); err != nil {
+				return nil, err
+			}
+			logger.Warn("waiting for the database to be migrated (INVENTORY_MIGRATE_ON_START=false)", "reason", reason, "url", "http://"+ln.Addr().String())
+			if err := waitMigrated(ctx, db.api, gate, reason); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// One store per pool: what requests do, what jobs do, what the relay
@@ -186,9 +214,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 			return nil, fmt.Errorf("INVENTORY_METRICS_ADDR: %w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	if ln == nil {
+		if err := listen(); err != nil {
+			return nil, err
+		}
 	}
 	// River runs on its own context so that shutdown can stop it after HTTP
 	// has drained, not at the same moment as the signal.
@@ -196,7 +225,6 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// its holds); other instances work them.
 	if cfg.RunJobs {
 		if err := riverClient.Start(context.WithoutCancel(ctx)); err != nil {
-			ln.Close()
 			return nil, fmt.Errorf("start river: %w", err)
 		}
 	}
@@ -206,14 +234,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokerDone := make(chan error, 1)
 	go func() { brokerDone <- broker.Run(brokerCtx) }()
-	// Requests must not inherit the signal's cancellation: Shutdown lets the
-	// in-flight ones finish.
-	baseCtx := context.WithoutCancel(ctx)
-	httpServer := &http.Server{Handler: router, ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	gate.open(router)
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpServer.Serve(ln) }()
 	go func() {
 		var err error
 		select {
