@@ -104,7 +104,15 @@ install_postgres() {
 }
 
 if [ -n "${DATABASE_URL:-}" ]; then
-  if answers "$DATABASE_URL"; then echo "$DATABASE_URL"; exit 0; fi
+  if answers "$DATABASE_URL"; then
+    # Not ours to reconfigure: say what to raise if it is too small for the tests.
+    have=$(psql "$DATABASE_URL" -Atqc "SHOW max_connections" 2>/dev/null || echo 0)
+    if [ "$have" -lt "$MIN_CONNECTIONS" ]; then
+      log "DATABASE_URL's server allows $have connections; make test opens many at once. Raise max_connections to at least $MIN_CONNECTIONS there (ALTER SYSTEM SET max_connections = $MIN_CONNECTIONS, then restart it), or unset DATABASE_URL to use a private cluster."
+    fi
+    echo "$DATABASE_URL"
+    exit 0
+  fi
   safe=$(echo "$DATABASE_URL" | sed -E 's#//([^:@/]*):[^@/]*@#//\1:***@#')
   die "DATABASE_URL ($safe) does not answer. Start that PostgreSQL, fix the URL, or unset DATABASE_URL to use a private cluster under ./.data."
 fi
