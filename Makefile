@@ -8,8 +8,11 @@ run:
 test:
 	scripts/test.sh
 
+# The version and commit that inventory version prints.
+LDFLAGS = -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)
+
 build:
-	go build -o bin/inventory .
+	go build -ldflags "$(LDFLAGS)" -o bin/inventory .
 
 generate:
 	go generate ./...

@@ -23,9 +23,10 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// version is set at build time (-ldflags "-X main.version=v1.2.3"); otherwise
-// the module version from the build info, or "devel".
-var version = ""
+// version and commit are set at build time (make build and make run pass
+// -ldflags "-X main.version=… -X main.commit=…"); otherwise they come from the
+// build info (module version, VCS stamp) when the go command recorded them.
+var version, commit = "", ""
 
 // environmentHelp is the part of every command's help that says where its
 // settings come from.
@@ -356,7 +357,7 @@ func versionCommand(stdout io.Writer) *cobra.Command {
 
 // versionString is "inventory VERSION (commit REV[, modified], GOVERSION)".
 func versionString() string {
-	v, commit, dirty, goVersion := version, "unknown", "", "unknown"
+	v, rev, dirty, goVersion := version, commit, "", "unknown"
 	if info, ok := debug.ReadBuildInfo(); ok {
 		goVersion = info.GoVersion
 		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
@@ -364,8 +365,8 @@ func versionString() string {
 		}
 		for _, s := range info.Settings {
 			switch {
-			case s.Key == "vcs.revision":
-				commit = s.Value
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
 			case s.Key == "vcs.modified" && s.Value == "true":
 				dirty = ", modified"
 			}
@@ -374,7 +375,10 @@ func versionString() string {
 	if v == "" {
 		v = "devel"
 	}
-	return fmt.Sprintf("inventory %s (commit %s%s, %s)", v, commit, dirty, goVersion)
+	if rev == "" {
+		rev = "unknown"
+	}
+	return fmt.Sprintf("inventory %s (commit %s%s, %s)", v, rev, dirty, goVersion)
 }
 
 // cliError says what went wrong in the user's terms: a business refusal by

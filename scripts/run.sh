@@ -54,7 +54,7 @@ set_env() {
   mv "$DEV_ENV.tmp" "$DEV_ENV"
 }
 
-go build -o bin/inventory .
+go build -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(git rev-parse HEAD 2>/dev/null)" -o bin/inventory .
 bin/inventory migrate
 bin/inventory demo
 # A new development admin key each run (secrets are stored hashed, so an old
