@@ -20,7 +20,7 @@ generate:
 vet:
 	go vet ./...
 
-# Every fuzz target for FUZZTIME (4s) each; CI runs it with 3s.
+# Every fuzz target for a budget of executions (scripts/fuzz.sh); CI runs it too.
 fuzz:
 	scripts/fuzz.sh
 
