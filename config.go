@@ -71,6 +71,9 @@ type config struct {
 	// CORSOrigins is INVENTORY_CORS_ORIGINS: comma-separated origins
 	// (https://shop.example) whose pages may call the API; none by default.
 	CORSOrigins []string
+	// CacheMaxAge is INVENTORY_CACHE_MAX_AGE: how long a CDN or browser may
+	// reuse an anonymous GET query's answer (whole seconds).
+	CacheMaxAge time.Duration
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main, a map in
@@ -219,6 +222,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg.Subscriptions = api.SubscriptionCaps{
 		PerSocket: int(min(num("INVENTORY_WS_MAX_SUBSCRIPTIONS", 20), 100_000)),
 		PerCaller: int(min(num("INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", 200), 10_000_000)),
+	}
+	cfg.CacheMaxAge = dur("INVENTORY_CACHE_MAX_AGE", 5*time.Second)
+	if cfg.CacheMaxAge > 0 && (cfg.CacheMaxAge < time.Second || cfg.CacheMaxAge > time.Hour || cfg.CacheMaxAge%time.Second != 0) {
+		errs = append(errs, fmt.Errorf("INVENTORY_CACHE_MAX_AGE must be whole seconds between 1s and 1h, got %q", getenv("INVENTORY_CACHE_MAX_AGE")))
 	}
 	switch cfg.LogLevel {
 	case "debug", "info", "warn", "error":

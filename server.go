@@ -203,6 +203,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		TrustedProxies: cfg.TrustedProxies,
 		RateLimits:     cfg.RateLimits,
 		CORSOrigins:    cfg.CORSOrigins,
+		CacheMaxAge:    cfg.CacheMaxAge,
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {

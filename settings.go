@@ -59,6 +59,8 @@ var settings = []setting{
 		Meaning: "a plain request's handling: one still waiting for a connection or a lock after this long is abandoned (INTERNAL, \"took too long… nothing changed\") and its transaction rolls back. Single-line reserves already in a batch finish with their batch"},
 	{Name: "INVENTORY_HTTP_IDLE_TIMEOUT", Group: "HTTP", Default: "2m", Shown: "",
 		Meaning: "an idle keep-alive connection is closed"},
+	{Name: "INVENTORY_CACHE_MAX_AGE", Group: "HTTP", Default: "5s", Shown: "",
+		Meaning: "`Cache-Control: public, max-age` of anonymous `GET /graphql` queries answered without errors (e.g. `availability` with a persisted query behind a CDN; whole seconds, at most `1h`). They also carry an `ETag` (`If-None-Match` gets `304`); authenticated answers are `private, no-store`, error answers `no-store`"},
 	{Name: "INVENTORY_KEY_CACHE_TTL", Group: "Auth and fair use", Default: "500ms", Shown: "",
 		Meaning: "how long an instance trusts a live API key without reading the database; a revoked key is refused by every instance within this long"},
 	{Name: "INVENTORY_ADMIN_SESSION_TTL", Group: "Auth and fair use", Default: "12h", Shown: "",

@@ -57,6 +57,11 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	// Automatic persisted queries: a client sends a query's SHA-256 alone
+	// (GET ?extensions={"persistedQuery":…}, cacheable by a CDN), and the
+	// text once when told PersistedQueryNotFound. Each instance learns the
+	// texts for itself.
+	srv.Use(extension.AutomaticPersistedQuery{Cache: persistableQueries{lru.New[string](persistedQueries)}})
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
 	srv.AroundOperations(operationName)

@@ -43,6 +43,9 @@ type Config struct {
 	// CORSOrigins are the origins ("https://shop.example") whose pages may
 	// call /graphql, over HTTP and WebSocket; none by default.
 	CORSOrigins []string
+	// CacheMaxAge is the max-age of anonymous GET queries' answers
+	// (cacheHeaders); whole seconds.
+	CacheMaxAge time.Duration
 }
 
 // NewRouter returns the server's whole HTTP surface.
@@ -73,7 +76,7 @@ func NewRouter(cfg Config) http.Handler {
 	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), rateLimit(cfg.RateLimits)).Handle("/graphql", gql)
+		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), rateLimit(cfg.RateLimits)).Handle("/graphql", gql)
 	})
 	return r
 }
