@@ -115,7 +115,7 @@ its command line. Without a command it serves.` + environmentHelp,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(serve, migrateCommand(ctx, config, stdout), tokenCommands(ctx, config, stdout),
-		importCommand(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
+		importCommand(ctx, config, stdout), stockCommands(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
 		versionCommand(stdout), settingsCommand(stdout))
 	return root
 }
@@ -295,6 +295,42 @@ importing the same batch again changes nothing.` + environmentHelp,
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+func stockCommands(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
+	stock := &cobra.Command{
+		Use:   "stock",
+		Short: "Bulk stock operations (import on-hand counts from a CSV file)",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("stock needs a command: import")}
+		},
+	}
+	var reference string
+	imp := &cobra.Command{
+		Use:   "import [--reference REF] FILE.csv",
+		Short: "Set on-hand counts from a CSV file (ERP or warehouse sync); exit 1 if any row failed",
+		Long: `Set on-hand counts from FILE.csv, as the setStockLevels mutation does. The file
+has a header line "sku,location,on_hand" or "sku,location,on_hand,expected_on_hand"
+and one balance per line; an empty expected_on_hand means no guard. Rows are sent
+1000 at a time, each chunk with the reference REF-N (N the chunk index; REF
+defaults to the file's name and a hash of its content), so running the same file
+again applies nothing. Each row applies on its own: the summary counts applied,
+unchanged and failed rows and lists the first failures by line number.` + environmentHelp,
+		Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, _, err := config()
+			if err != nil {
+				return err
+			}
+			return withPlainStore(ctx, cfg, func(st *store.Store) error {
+				return cliError(stockImport(ctx, st, args[0], reference, stdout))
+			})
+		},
+	}
+	imp.Flags().StringVar(&reference, "reference", "", "reference prefix of the chunks (default: file name and content hash)")
+	stock.AddCommand(imp)
+	return stock
 }
 
 func reconcileCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {

@@ -24,6 +24,9 @@ type Stock interface {
 	// BalanceList pages through every balance (by SKU, then location code)
 	// after an opaque cursor ("" for the first page).
 	BalanceList(ctx context.Context, after string, limit int) (BalancePage, error)
+	// StockLevelsSet sets on-hand counts, each level atomically on its own:
+	// valid levels apply even when others are refused (per-level Errors).
+	StockLevelsSet(ctx context.Context, in SetStockLevelsInput) (StockLevelsResult, error)
 }
 
 // Reservations is the hold lifecycle: reserve, confirm, release, extend and

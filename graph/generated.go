@@ -139,6 +139,7 @@ type ComplexityRoot struct {
 		ReleaseReservation func(childComplexity int, input model.ReleaseReservationInput) int
 		Reserve            func(childComplexity int, input model.ReserveInput) int
 		SetPreorder        func(childComplexity int, input model.SetPreorderInput) int
+		SetStockLevels     func(childComplexity int, input model.SetStockLevelsInput) int
 	}
 
 	Order struct {
@@ -210,6 +211,15 @@ type ComplexityRoot struct {
 		UserErrors  func(childComplexity int) int
 	}
 
+	SetStockLevelsPayload struct {
+		Applied    func(childComplexity int) int
+		Balances   func(childComplexity int) int
+		Failed     func(childComplexity int) int
+		Replayed   func(childComplexity int) int
+		Unchanged  func(childComplexity int) int
+		UserErrors func(childComplexity int) int
+	}
+
 	Sku struct {
 		Balances func(childComplexity int) int
 		Code     func(childComplexity int) int
@@ -260,6 +270,7 @@ type MutationResolver interface {
 	AdjustStock(ctx context.Context, input model.AdjustStockInput) (*model.BalancePayload, error)
 	ImportCodes(ctx context.Context, input model.ImportCodesInput) (*model.ImportCodesPayload, error)
 	SetPreorder(ctx context.Context, input model.SetPreorderInput) (*model.BalancePayload, error)
+	SetStockLevels(ctx context.Context, input model.SetStockLevelsInput) (*model.SetStockLevelsPayload, error)
 }
 type OrderLineResolver interface {
 	Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error)
@@ -721,6 +732,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetPreorder(childComplexity, args["input"].(model.SetPreorderInput)), true
+	case "Mutation.setStockLevels":
+		if e.ComplexityRoot.Mutation.SetStockLevels == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setStockLevels_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetStockLevels(childComplexity, args["input"].(model.SetStockLevelsInput)), true
 
 	case "Order.checkoutId":
 		if e.ComplexityRoot.Order.CheckoutID == nil {
@@ -1041,6 +1063,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ReservePayload.UserErrors(childComplexity), true
 
+	case "SetStockLevelsPayload.applied":
+		if e.ComplexityRoot.SetStockLevelsPayload.Applied == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.Applied(childComplexity), true
+	case "SetStockLevelsPayload.balances":
+		if e.ComplexityRoot.SetStockLevelsPayload.Balances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.Balances(childComplexity), true
+	case "SetStockLevelsPayload.failed":
+		if e.ComplexityRoot.SetStockLevelsPayload.Failed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.Failed(childComplexity), true
+	case "SetStockLevelsPayload.replayed":
+		if e.ComplexityRoot.SetStockLevelsPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.Replayed(childComplexity), true
+	case "SetStockLevelsPayload.unchanged":
+		if e.ComplexityRoot.SetStockLevelsPayload.Unchanged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.Unchanged(childComplexity), true
+	case "SetStockLevelsPayload.userErrors":
+		if e.ComplexityRoot.SetStockLevelsPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SetStockLevelsPayload.UserErrors(childComplexity), true
+
 	case "Sku.balances":
 		if e.ComplexityRoot.Sku.Balances == nil {
 			break
@@ -1202,6 +1261,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ReserveInput", ec.unmarshalInputReserveInput),
 			graphql.NewInputUnmarshaler("ReserveLineInput", ec.unmarshalInputReserveLineInput),
 			graphql.NewInputUnmarshaler("SetPreorderInput", ec.unmarshalInputSetPreorderInput),
+			graphql.NewInputUnmarshaler("SetStockLevelsInput", ec.unmarshalInputSetStockLevelsInput),
+			graphql.NewInputUnmarshaler("StockLevelInput", ec.unmarshalInputStockLevelInput),
 		)
 	}
 	first := true
@@ -1684,6 +1745,36 @@ input SetPreorderInput {
   pendingSupply: Int!
 }
 
+input StockLevelInput {
+  sku: String!
+  location: String!
+  "The on-hand count to set: 0..1000000, never below what is reserved (BELOW_RESERVED)."
+  onHand: Int!
+  "When set, this level applies only if onHand still equals this (else STALE_QUANTITY)."
+  expectedOnHand: Int
+}
+
+input SetStockLevelsInput {
+  "Names this sync: the same reference with the same levels applies nothing again and answers the first outcome (replayed); with other levels it is IDEMPOTENCY_KEY_REUSED. At most 512 characters."
+  reference: String!
+  "1..1000 levels, each applied atomically on its own: valid levels apply even when others are refused."
+  levels: [StockLevelInput!]!
+}
+
+type SetStockLevelsPayload {
+  "True when the reference was used before with the same levels: nothing was applied now; the rest is the first outcome."
+  replayed: Boolean!
+  "Levels that changed a balance."
+  applied: Int!
+  "Levels equal to the current on-hand count (no ledger row, no event)."
+  unchanged: Int!
+  "Levels refused, one userError each, with line (the level's index) and sku."
+  failed: Int!
+  "The changed balances, after the change, in input order."
+  balances: [Balance!]!
+  userErrors: [UserError!]!
+}
+
 type Mutation {
   "Checkout (own checkoutId), service or admin: hold a basket, all lines or none."
   reserve(input: ReserveInput!): ReservePayload!
@@ -1705,6 +1796,8 @@ type Mutation {
   importCodes(input: ImportCodesInput!): ImportCodesPayload!
   "Admin: set the supply expected for a balance, which pre-orders sell against."
   setPreorder(input: SetPreorderInput!): BalancePayload!
+  "Admin: set on-hand counts of up to 1000 balances (ERP or warehouse sync), each level atomically on its own with per-level userErrors."
+  setStockLevels(input: SetStockLevelsInput!): SetStockLevelsPayload!
 }
 
 type Subscription {
@@ -2009,6 +2102,24 @@ func (ec *executionContext) childFields_ReservePayload(ctx context.Context, fiel
 		return ec.fieldContext_ReservePayload_userErrors(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ReservePayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SetStockLevelsPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "replayed":
+		return ec.fieldContext_SetStockLevelsPayload_replayed(ctx, field)
+	case "applied":
+		return ec.fieldContext_SetStockLevelsPayload_applied(ctx, field)
+	case "unchanged":
+		return ec.fieldContext_SetStockLevelsPayload_unchanged(ctx, field)
+	case "failed":
+		return ec.fieldContext_SetStockLevelsPayload_failed(ctx, field)
+	case "balances":
+		return ec.fieldContext_SetStockLevelsPayload_balances(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_SetStockLevelsPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SetStockLevelsPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_Sku(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2337,6 +2448,20 @@ func (ec *executionContext) field_Mutation_setPreorder_args(ctx context.Context,
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.SetPreorderInput, error) {
 			return ec.unmarshalNSetPreorderInput2inventoryᚋgraphᚋmodelᚐSetPreorderInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setStockLevels_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SetStockLevelsInput, error) {
+			return ec.unmarshalNSetStockLevelsInput2inventoryᚋgraphᚋmodelᚐSetStockLevelsInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -4343,6 +4468,50 @@ func (ec *executionContext) fieldContext_Mutation_setPreorder(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setStockLevels(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setStockLevels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetStockLevels(ctx, fc.Args["input"].(model.SetStockLevelsInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SetStockLevelsPayload) graphql.Marshaler {
+			return ec.marshalNSetStockLevelsPayload2ᚖinventoryᚋgraphᚋmodelᚐSetStockLevelsPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setStockLevels(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SetStockLevelsPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setStockLevels_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5693,6 +5862,162 @@ func (ec *executionContext) _ReservePayload_userErrors(ctx context.Context, fiel
 func (ec *executionContext) fieldContext_ReservePayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "ReservePayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SetStockLevelsPayload", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_applied(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_applied(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Applied, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_applied(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SetStockLevelsPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_unchanged(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_unchanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unchanged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_unchanged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SetStockLevelsPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_failed(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_failed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_failed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SetStockLevelsPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_balances(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_balances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.Balance) graphql.Marshaler {
+			return ec.marshalNBalance2ᚕinventoryᚋdomainᚐBalanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_balances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SetStockLevelsPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Balance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SetStockLevelsPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.SetStockLevelsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SetStockLevelsPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SetStockLevelsPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SetStockLevelsPayload",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
@@ -8028,6 +8353,118 @@ func UnmarshalSetPreorderInput(ctx context.Context, raw any) (model.SetPreorderI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSetStockLevelsInput(ctx context.Context, obj any) (model.SetStockLevelsInput, error) {
+	var it model.SetStockLevelsInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"reference", "levels"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "reference":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reference"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reference = data
+		case "levels":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("levels"))
+			data, err := ec.unmarshalNStockLevelInput2ᚕinventoryᚋgraphᚋmodelᚐStockLevelInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Levels = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSetStockLevelsInput unmarshals raw into the SetStockLevelsInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSetStockLevelsInput(ctx context.Context, raw any) (model.SetStockLevelsInput, error) {
+	var out model.SetStockLevelsInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SetStockLevelsInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputStockLevelInput(ctx context.Context, obj any) (model.StockLevelInput, error) {
+	var it model.StockLevelInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sku", "location", "onHand", "expectedOnHand"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "location":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("location"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Location = data
+		case "onHand":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("onHand"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OnHand = data
+		case "expectedOnHand":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expectedOnHand"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpectedOnHand = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStockLevelInput unmarshals raw into the StockLevelInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStockLevelInput(ctx context.Context, raw any) (model.StockLevelInput, error) {
+	var out model.StockLevelInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StockLevelInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -8736,6 +9173,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setStockLevels":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setStockLevels(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9215,6 +9659,64 @@ func (ec *executionContext) _ReservePayload(ctx context.Context, sel ast.Selecti
 			}
 		case "userErrors":
 			out.Values[i] = ec._ReservePayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var setStockLevelsPayloadImplementors = []string{"SetStockLevelsPayload"}
+
+func (ec *executionContext) _SetStockLevelsPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SetStockLevelsPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, setStockLevelsPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SetStockLevelsPayload")
+		case "replayed":
+			out.Values[i] = ec._SetStockLevelsPayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "applied":
+			out.Values[i] = ec._SetStockLevelsPayload_applied(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unchanged":
+			out.Values[i] = ec._SetStockLevelsPayload_unchanged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failed":
+			out.Values[i] = ec._SetStockLevelsPayload_failed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "balances":
+			out.Values[i] = ec._SetStockLevelsPayload_balances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._SetStockLevelsPayload_userErrors(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -10210,6 +10712,19 @@ func (ec *executionContext) unmarshalNSetPreorderInput2inventoryᚋgraphᚋmodel
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNSetStockLevelsInput2inventoryᚋgraphᚋmodelᚐSetStockLevelsInput(ctx context.Context, v any) (model.SetStockLevelsInput, error) {
+	res, err := ec.unmarshalInputSetStockLevelsInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSetStockLevelsPayload2ᚖinventoryᚋgraphᚋmodelᚐSetStockLevelsPayload(ctx context.Context, sel ast.SelectionSet, v *model.SetStockLevelsPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SetStockLevelsPayload!")
+		return graphql.Null
+	}
+	return ec._SetStockLevelsPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNStockEvent2inventoryᚋdomainᚐStockEvent(ctx context.Context, sel ast.SelectionSet, v domain.StockEvent) graphql.Marshaler {
 	return ec._StockEvent(ctx, sel, &v)
 }
@@ -10301,6 +10816,25 @@ var (
 		domain.KindCodes:    "CODES",
 	}
 )
+
+func (ec *executionContext) unmarshalNStockLevelInput2inventoryᚋgraphᚋmodelᚐStockLevelInput(ctx context.Context, v any) (model.StockLevelInput, error) {
+	res, err := ec.unmarshalInputStockLevelInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNStockLevelInput2ᚕinventoryᚋgraphᚋmodelᚐStockLevelInputᚄ(ctx context.Context, v any) ([]model.StockLevelInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.StockLevelInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNStockLevelInput2inventoryᚋgraphᚋmodelᚐStockLevelInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := gqlscalar.UnmarshalString(v)

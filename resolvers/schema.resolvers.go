@@ -152,6 +152,27 @@ func (r *mutationResolver) SetPreorder(ctx context.Context, input model.SetPreor
 	return &model.BalancePayload{Balance: b, UserErrors: ue}, err
 }
 
+// SetStockLevels is the resolver for the setStockLevels field.
+func (r *mutationResolver) SetStockLevels(ctx context.Context, input model.SetStockLevelsInput) (*model.SetStockLevelsPayload, error) {
+	if err := auth.Authorize(ctx, auth.ManageStock); err != nil {
+		return nil, err
+	}
+	in := domain.SetStockLevelsInput{Reference: input.Reference, Levels: make([]domain.StockLevel, len(input.Levels))}
+	for i, l := range input.Levels {
+		in.Levels[i] = domain.StockLevel{SKU: l.Sku, Location: l.Location, OnHand: l.OnHand, ExpectedOnHand: l.ExpectedOnHand}
+	}
+	res, ue, err := outcome(r.Stock.StockLevelsSet(ctx, in))
+	if res == nil {
+		return &model.SetStockLevelsPayload{Balances: []domain.Balance{}, UserErrors: ue}, err
+	}
+	for i := range res.Errors {
+		_, e, _ := outcome(0, error(&res.Errors[i]))
+		ue = append(ue, e...)
+	}
+	return &model.SetStockLevelsPayload{Replayed: res.Replayed, Applied: res.Applied, Unchanged: res.Unchanged,
+		Failed: res.Failed, Balances: res.Balances, UserErrors: ue}, nil
+}
+
 // Codes is the resolver for the codes field.
 func (r *orderLineResolver) Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error) {
 	if obj.Kind != domain.KindCodes {

@@ -158,6 +158,36 @@ type SetPreorderInput struct {
 	PendingSupply int `json:"pendingSupply"`
 }
 
+type SetStockLevelsInput struct {
+	// Names this sync: the same reference with the same levels applies nothing again and answers the first outcome (replayed); with other levels it is IDEMPOTENCY_KEY_REUSED. At most 512 characters.
+	Reference string `json:"reference"`
+	// 1..1000 levels, each applied atomically on its own: valid levels apply even when others are refused.
+	Levels []StockLevelInput `json:"levels"`
+}
+
+type SetStockLevelsPayload struct {
+	// True when the reference was used before with the same levels: nothing was applied now; the rest is the first outcome.
+	Replayed bool `json:"replayed"`
+	// Levels that changed a balance.
+	Applied int `json:"applied"`
+	// Levels equal to the current on-hand count (no ledger row, no event).
+	Unchanged int `json:"unchanged"`
+	// Levels refused, one userError each, with line (the level's index) and sku.
+	Failed int `json:"failed"`
+	// The changed balances, after the change, in input order.
+	Balances   []domain.Balance `json:"balances"`
+	UserErrors []UserError      `json:"userErrors"`
+}
+
+type StockLevelInput struct {
+	Sku      string `json:"sku"`
+	Location string `json:"location"`
+	// The on-hand count to set: 0..1000000, never below what is reserved (BELOW_RESERVED).
+	OnHand int `json:"onHand"`
+	// When set, this level applies only if onHand still equals this (else STALE_QUANTITY).
+	ExpectedOnHand *int `json:"expectedOnHand,omitempty"`
+}
+
 type Subscription struct {
 }
 

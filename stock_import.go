@@ -1,0 +1,161 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"inventory/domain"
+	"inventory/store"
+)
+
+// stockImportShown is how many failures the summary lists.
+const stockImportShown = 10
+
+// stockImportFailure is a row that was not applied, by its file line.
+type stockImportFailure struct {
+	line    int
+	code    domain.ErrorCode
+	message string
+}
+
+// stockImport sets on-hand counts from a CSV file in chunks of
+// domain.MaxStockLevels rows, one StockLevelsSet call (one transaction) per
+// chunk, and fails when any row failed.
+func stockImport(ctx context.Context, st *store.Store, file, reference string, stdout io.Writer) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if reference == "" {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		reference = filepath.Base(file) + "@" + hex.EncodeToString(h.Sum(nil))[:16]
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	ctx = domain.WithActor(ctx, domain.Actor{Role: domain.RoleAdmin, Name: "cli:stock-import"})
+	start := time.Now()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err != nil {
+		return fmt.Errorf("%s: reading the header: %w", file, err)
+	}
+	columns := strings.ToLower(strings.Join(trimAll(header), ","))
+	if columns != "sku,location,on_hand" && columns != "sku,location,on_hand,expected_on_hand" {
+		return fmt.Errorf("%s: the header must be sku,location,on_hand[,expected_on_hand], got %q", file, columns)
+	}
+	width := len(header) // header is reused by the next Read
+	var rows, applied, unchanged, replayed, chunks int
+	var failures []stockImportFailure
+	var levels []domain.StockLevel
+	var lines []int // file line of each level
+	flush := func() error {
+		if len(levels) == 0 {
+			return nil
+		}
+		res, err := st.StockLevelsSet(ctx, domain.SetStockLevelsInput{Reference: fmt.Sprintf("%s-%d", reference, chunks), Levels: levels})
+		if err != nil {
+			return fmt.Errorf("rows from line %d: %w", lines[0], err)
+		}
+		chunks++
+		if res.Replayed { // imported before: nothing applied now; its failures still stand
+			replayed += len(levels) - res.Failed
+		} else {
+			applied, unchanged = applied+res.Applied, unchanged+res.Unchanged
+		}
+		for _, e := range res.Errors {
+			line := 0
+			if e.Line != nil && *e.Line < len(lines) {
+				line = lines[*e.Line]
+			}
+			failures = append(failures, stockImportFailure{line, e.Code, e.Message})
+		}
+		levels, lines = levels[:0], lines[:0]
+		return nil
+	}
+	for {
+		record, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		line, _ := r.FieldPos(0)
+		rows++
+		level, err := parseStockLevel(trimAll(record), width)
+		if err != nil {
+			failures = append(failures, stockImportFailure{line, domain.CodeInvalidInput, err.Error()})
+			continue
+		}
+		levels, lines = append(levels, level), append(lines, line)
+		if len(levels) == domain.MaxStockLevels {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "stock import %s: rows %d, applied %d, unchanged %d, failed %d, already imported %d (%d chunks, %s)\n",
+		filepath.Base(file), rows, applied, unchanged, len(failures), replayed, chunks, time.Since(start).Round(time.Millisecond))
+	if len(failures) == 0 {
+		return nil
+	}
+	// Malformed rows are found while reading, refused ones when their chunk is sent.
+	slices.SortStableFunc(failures, func(a, b stockImportFailure) int { return cmp.Compare(a.line, b.line) })
+	for _, fl := range failures[:min(len(failures), stockImportShown)] {
+		fmt.Fprintf(stdout, "line %d: %s: %s\n", fl.line, fl.code, fl.message)
+	}
+	if len(failures) > stockImportShown {
+		fmt.Fprintf(stdout, "… and %d more\n", len(failures)-stockImportShown)
+	}
+	return fmt.Errorf("%d of %d rows failed", len(failures), rows)
+}
+
+// parseStockLevel reads one CSV row of width columns (3 or 4).
+func parseStockLevel(record []string, width int) (domain.StockLevel, error) {
+	if len(record) != width {
+		return domain.StockLevel{}, fmt.Errorf("want %d fields, got %d", width, len(record))
+	}
+	onHand, err := strconv.Atoi(record[2])
+	if err != nil {
+		return domain.StockLevel{}, fmt.Errorf("on_hand %q is not a whole number", record[2])
+	}
+	l := domain.StockLevel{SKU: record[0], Location: record[1], OnHand: onHand}
+	if width == 4 && record[3] != "" {
+		expected, err := strconv.Atoi(record[3])
+		if err != nil {
+			return domain.StockLevel{}, fmt.Errorf("expected_on_hand %q is not a whole number", record[3])
+		}
+		l.ExpectedOnHand = &expected
+	}
+	return l, nil
+}
+
+func trimAll(fields []string) []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = strings.TrimSpace(f)
+	}
+	return out
+}
