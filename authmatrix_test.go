@@ -57,6 +57,10 @@ func TestAuthMatrix(t *testing.T) {
 		{"adjustStock", func() string {
 			return `mutation { adjustStock(input: {sku: "HP-1", location: "AMS", delta: -1, reason: "other", reference: "r"}) { userErrors { code } } }`
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
+		{"setStockLevels", func() string {
+			n++
+			return fmt.Sprintf(`mutation { setStockLevels(input: {reference: "sync-%d", levels: [{sku: "HP-1", location: "AMS", onHand: %d}]}) { userErrors { code } } }`, n, 100+n)
+		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 	}
 	for _, op := range ops {
 		for _, c := range callers {
