@@ -53,6 +53,9 @@ type config struct {
 	AdminSessionTTL    time.Duration // INVENTORY_ADMIN_SESSION_TTL: how long an /admin sign-in lasts
 	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
 	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
+	// WebhookAllowPrivate is INVENTORY_WEBHOOK_ALLOW_PRIVATE: webhook URLs may
+	// reach loopback and private addresses.
+	WebhookAllowPrivate bool
 	// FairUse: INVENTORY_CHECKOUT_MAX_HOLD_TTL, INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME,
 	// INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU, INVENTORY_CHECKOUT_MAX_LIVE_HOLDS.
 	FairUse domain.FairUse
@@ -147,18 +150,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
-		LogLevel:          str("INVENTORY_LOG_LEVEL", "info"),
-		WSKeepAlive:       dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
-		WSInitTimeout:     dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
-		KeyCacheTTL:       dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
-		AdminSessionTTL:   dur("INVENTORY_ADMIN_SESSION_TTL", 12*time.Hour),
-		HTTPHeaderTimeout: dur("INVENTORY_HTTP_HEADER_TIMEOUT", 10*time.Second),
-		HTTPReadTimeout:   dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
-		HTTPWriteTimeout:  dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
-		HTTPIdleTimeout:   dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
-		RequestTimeout:    dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
-		PprofAddr:         getenv("INVENTORY_PPROF_ADDR"),
-		MetricsAddr:       getenv("INVENTORY_METRICS_ADDR"),
+		LogLevel:            str("INVENTORY_LOG_LEVEL", "info"),
+		WSKeepAlive:         dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
+		WSInitTimeout:       dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),
+		KeyCacheTTL:         dur("INVENTORY_KEY_CACHE_TTL", 500*time.Millisecond),
+		AdminSessionTTL:     dur("INVENTORY_ADMIN_SESSION_TTL", 12*time.Hour),
+		HTTPHeaderTimeout:   dur("INVENTORY_HTTP_HEADER_TIMEOUT", 10*time.Second),
+		HTTPReadTimeout:     dur("INVENTORY_HTTP_READ_TIMEOUT", time.Minute),
+		HTTPWriteTimeout:    dur("INVENTORY_HTTP_WRITE_TIMEOUT", time.Minute),
+		HTTPIdleTimeout:     dur("INVENTORY_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+		RequestTimeout:      dur("INVENTORY_REQUEST_TIMEOUT", 30*time.Second),
+		PprofAddr:           getenv("INVENTORY_PPROF_ADDR"),
+		WebhookAllowPrivate: boolean("INVENTORY_WEBHOOK_ALLOW_PRIVATE", false),
+		MetricsAddr:         getenv("INVENTORY_METRICS_ADDR"),
 	}
 	def := domain.DefaultFairUse
 	secs := func(d time.Duration) int { return int(d / time.Second) }

@@ -146,6 +146,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		return nil, err
 	}
 	st.Keyring = keyring
+	st.WebhookAllowPrivate = cfg.WebhookAllowPrivate
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
@@ -168,6 +169,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 		OnSweep: m.SweptHolds, OnReconcile: m.Reconciled,
+		Webhooks: jobStore, WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 	})
 	if err != nil {
 		return nil, err
@@ -185,7 +187,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
-			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse},
+			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st},
 		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},
 		Ready: func(ctx context.Context) (string, error) {
 			if problem := broker.Problem(); problem != "" {

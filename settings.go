@@ -119,6 +119,8 @@ var settings = []setting{
 		Meaning: "live subscriptions on one WebSocket"},
 	{Name: "INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", Group: "Events and subscriptions", Default: "200", Shown: "",
 		Meaning: "live subscriptions of one key or checkout on one instance, over all its sockets and SSE streams"},
+	{Name: "INVENTORY_WEBHOOK_ALLOW_PRIVATE", Group: "Events and subscriptions", Default: "false", Shown: "",
+		Meaning: "`true` lets webhook URLs name, or resolve to, loopback, private, link-local and other internal addresses (for tests and closed networks); checked when a webhook is saved and again at every connection"},
 	{Name: "INVENTORY_METRICS_ADDR", Group: "Operations", Default: "", Shown: "(off)",
 		Meaning: "also serve `/metrics` on this address without a key, for a Prometheus scraper; keep it private"},
 	{Name: "INVENTORY_PPROF_ADDR", Group: "Operations", Default: "", Shown: "(off)",

@@ -34,6 +34,7 @@ type ResolverRoot interface {
 	OrderLine() OrderLineResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
+	WebhookDelivery() WebhookDeliveryResolver
 }
 
 type DirectiveRoot struct {
@@ -128,18 +129,24 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AdjustStock        func(childComplexity int, input model.AdjustStockInput) int
-		ConfirmReservation func(childComplexity int, input model.ConfirmReservationInput) int
-		CreateLocation     func(childComplexity int, input model.CreateLocationInput) int
-		CreateSku          func(childComplexity int, input model.CreateSkuInput) int
-		ExtendReservation  func(childComplexity int, input model.ExtendReservationInput) int
-		ImportCodes        func(childComplexity int, input model.ImportCodesInput) int
-		IssueCheckoutToken func(childComplexity int, checkoutID string, ttlSeconds *int) int
-		ReceiveStock       func(childComplexity int, input model.ReceiveStockInput) int
-		ReleaseReservation func(childComplexity int, input model.ReleaseReservationInput) int
-		Reserve            func(childComplexity int, input model.ReserveInput) int
-		SetPreorder        func(childComplexity int, input model.SetPreorderInput) int
-		SetStockLevels     func(childComplexity int, input model.SetStockLevelsInput) int
+		AdjustStock         func(childComplexity int, input model.AdjustStockInput) int
+		ConfirmReservation  func(childComplexity int, input model.ConfirmReservationInput) int
+		CreateLocation      func(childComplexity int, input model.CreateLocationInput) int
+		CreateSku           func(childComplexity int, input model.CreateSkuInput) int
+		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
+		DeleteWebhook       func(childComplexity int, id string) int
+		ExtendReservation   func(childComplexity int, input model.ExtendReservationInput) int
+		ImportCodes         func(childComplexity int, input model.ImportCodesInput) int
+		IssueCheckoutToken  func(childComplexity int, checkoutID string, ttlSeconds *int) int
+		PauseWebhook        func(childComplexity int, id string, reason *string) int
+		ReceiveStock        func(childComplexity int, input model.ReceiveStockInput) int
+		ReleaseReservation  func(childComplexity int, input model.ReleaseReservationInput) int
+		Reserve             func(childComplexity int, input model.ReserveInput) int
+		ResumeWebhook       func(childComplexity int, id string) int
+		RotateWebhookSecret func(childComplexity int, id string) int
+		SetPreorder         func(childComplexity int, input model.SetPreorderInput) int
+		SetStockLevels      func(childComplexity int, input model.SetStockLevelsInput) int
+		UpdateWebhook       func(childComplexity int, input model.UpdateWebhookInput) int
 	}
 
 	Order struct {
@@ -171,6 +178,8 @@ type ComplexityRoot struct {
 		Reservation          func(childComplexity int, id string) int
 		Sku                  func(childComplexity int, code string) int
 		StockEvents          func(childComplexity int, after *int64, first *int) int
+		WebhookDeliveries    func(childComplexity int, endpointID string, first *int, after *string) int
+		Webhooks             func(childComplexity int) int
 	}
 
 	ReconciliationIssue struct {
@@ -252,6 +261,45 @@ type ComplexityRoot struct {
 		Message   func(childComplexity int) int
 		Sku       func(childComplexity int) int
 	}
+
+	WebhookDelivery struct {
+		At         func(childComplexity int) int
+		Attempt    func(childComplexity int) int
+		Error      func(childComplexity int) int
+		EventSeq   func(childComplexity int) int
+		ID         func(childComplexity int) int
+		LatencyMs  func(childComplexity int) int
+		StatusCode func(childComplexity int) int
+		Topic      func(childComplexity int) int
+		WebhookID  func(childComplexity int) int
+	}
+
+	WebhookEndpoint struct {
+		ConsecutiveFailures func(childComplexity int) int
+		CreatedAt           func(childComplexity int) int
+		CursorSeq           func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		Locations           func(childComplexity int) int
+		PauseReason         func(childComplexity int) int
+		Paused              func(childComplexity int) int
+		PausedAt            func(childComplexity int) int
+		PreviousSecretUntil func(childComplexity int) int
+		SKUs                func(childComplexity int) int
+		Topics              func(childComplexity int) int
+		URL                 func(childComplexity int) int
+		UpdatedAt           func(childComplexity int) int
+	}
+
+	WebhookPayload struct {
+		UserErrors func(childComplexity int) int
+		Webhook    func(childComplexity int) int
+	}
+
+	WebhookSecretPayload struct {
+		Secret     func(childComplexity int) int
+		UserErrors func(childComplexity int) int
+		Webhook    func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -271,6 +319,12 @@ type MutationResolver interface {
 	ImportCodes(ctx context.Context, input model.ImportCodesInput) (*model.ImportCodesPayload, error)
 	SetPreorder(ctx context.Context, input model.SetPreorderInput) (*model.BalancePayload, error)
 	SetStockLevels(ctx context.Context, input model.SetStockLevelsInput) (*model.SetStockLevelsPayload, error)
+	CreateWebhook(ctx context.Context, input model.CreateWebhookInput) (*model.WebhookSecretPayload, error)
+	UpdateWebhook(ctx context.Context, input model.UpdateWebhookInput) (*model.WebhookPayload, error)
+	PauseWebhook(ctx context.Context, id string, reason *string) (*model.WebhookPayload, error)
+	ResumeWebhook(ctx context.Context, id string) (*model.WebhookPayload, error)
+	DeleteWebhook(ctx context.Context, id string) (*model.WebhookPayload, error)
+	RotateWebhookSecret(ctx context.Context, id string) (*model.WebhookSecretPayload, error)
 }
 type OrderLineResolver interface {
 	Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error)
@@ -286,10 +340,15 @@ type QueryResolver interface {
 	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
 	StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error)
 	Balances(ctx context.Context, first *int, after *string) (*domain.BalancePage, error)
+	Webhooks(ctx context.Context) ([]domain.WebhookEndpoint, error)
+	WebhookDeliveries(ctx context.Context, endpointID string, first *int, after *string) ([]domain.WebhookDelivery, error)
 }
 type SubscriptionResolver interface {
 	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
 	ReservationChanged(ctx context.Context, checkoutID string) (<-chan *domain.Reservation, error)
+}
+type WebhookDeliveryResolver interface {
+	ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -655,6 +714,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateSku(childComplexity, args["input"].(model.CreateSkuInput)), true
+	case "Mutation.createWebhook":
+		if e.ComplexityRoot.Mutation.CreateWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateWebhook(childComplexity, args["input"].(model.CreateWebhookInput)), true
+	case "Mutation.deleteWebhook":
+		if e.ComplexityRoot.Mutation.DeleteWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteWebhook(childComplexity, args["id"].(string)), true
 	case "Mutation.extendReservation":
 		if e.ComplexityRoot.Mutation.ExtendReservation == nil {
 			break
@@ -688,6 +769,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.IssueCheckoutToken(childComplexity, args["checkoutId"].(string), args["ttlSeconds"].(*int)), true
+	case "Mutation.pauseWebhook":
+		if e.ComplexityRoot.Mutation.PauseWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_pauseWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PauseWebhook(childComplexity, args["id"].(string), args["reason"].(*string)), true
 	case "Mutation.receiveStock":
 		if e.ComplexityRoot.Mutation.ReceiveStock == nil {
 			break
@@ -721,6 +813,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Reserve(childComplexity, args["input"].(model.ReserveInput)), true
+	case "Mutation.resumeWebhook":
+		if e.ComplexityRoot.Mutation.ResumeWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resumeWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResumeWebhook(childComplexity, args["id"].(string)), true
+	case "Mutation.rotateWebhookSecret":
+		if e.ComplexityRoot.Mutation.RotateWebhookSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rotateWebhookSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RotateWebhookSecret(childComplexity, args["id"].(string)), true
 	case "Mutation.setPreorder":
 		if e.ComplexityRoot.Mutation.SetPreorder == nil {
 			break
@@ -743,6 +857,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetStockLevels(childComplexity, args["input"].(model.SetStockLevelsInput)), true
+	case "Mutation.updateWebhook":
+		if e.ComplexityRoot.Mutation.UpdateWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateWebhook(childComplexity, args["input"].(model.UpdateWebhookInput)), true
 
 	case "Order.checkoutId":
 		if e.ComplexityRoot.Order.CheckoutID == nil {
@@ -919,6 +1044,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.StockEvents(childComplexity, args["after"].(*int64), args["first"].(*int)), true
+	case "Query.webhookDeliveries":
+		if e.ComplexityRoot.Query.WebhookDeliveries == nil {
+			break
+		}
+
+		args, err := ec.field_Query_webhookDeliveries_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WebhookDeliveries(childComplexity, args["endpointId"].(string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.webhooks":
+		if e.ComplexityRoot.Query.Webhooks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Webhooks(childComplexity), true
 
 	case "ReconciliationIssue.detail":
 		if e.ComplexityRoot.ReconciliationIssue.Detail == nil {
@@ -1240,6 +1382,172 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.UserError.Sku(childComplexity), true
 
+	case "WebhookDelivery.at":
+		if e.ComplexityRoot.WebhookDelivery.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.At(childComplexity), true
+	case "WebhookDelivery.attempt":
+		if e.ComplexityRoot.WebhookDelivery.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Attempt(childComplexity), true
+	case "WebhookDelivery.error":
+		if e.ComplexityRoot.WebhookDelivery.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Error(childComplexity), true
+	case "WebhookDelivery.eventSeq":
+		if e.ComplexityRoot.WebhookDelivery.EventSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.EventSeq(childComplexity), true
+	case "WebhookDelivery.id":
+		if e.ComplexityRoot.WebhookDelivery.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.ID(childComplexity), true
+	case "WebhookDelivery.latencyMs":
+		if e.ComplexityRoot.WebhookDelivery.LatencyMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.LatencyMs(childComplexity), true
+	case "WebhookDelivery.statusCode":
+		if e.ComplexityRoot.WebhookDelivery.StatusCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.StatusCode(childComplexity), true
+	case "WebhookDelivery.topic":
+		if e.ComplexityRoot.WebhookDelivery.Topic == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Topic(childComplexity), true
+	case "WebhookDelivery.webhookId":
+		if e.ComplexityRoot.WebhookDelivery.WebhookID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.WebhookID(childComplexity), true
+
+	case "WebhookEndpoint.consecutiveFailures":
+		if e.ComplexityRoot.WebhookEndpoint.ConsecutiveFailures == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.ConsecutiveFailures(childComplexity), true
+	case "WebhookEndpoint.createdAt":
+		if e.ComplexityRoot.WebhookEndpoint.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.CreatedAt(childComplexity), true
+	case "WebhookEndpoint.cursorSeq":
+		if e.ComplexityRoot.WebhookEndpoint.CursorSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.CursorSeq(childComplexity), true
+	case "WebhookEndpoint.id":
+		if e.ComplexityRoot.WebhookEndpoint.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.ID(childComplexity), true
+	case "WebhookEndpoint.locations":
+		if e.ComplexityRoot.WebhookEndpoint.Locations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Locations(childComplexity), true
+	case "WebhookEndpoint.pauseReason":
+		if e.ComplexityRoot.WebhookEndpoint.PauseReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.PauseReason(childComplexity), true
+	case "WebhookEndpoint.paused":
+		if e.ComplexityRoot.WebhookEndpoint.Paused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Paused(childComplexity), true
+	case "WebhookEndpoint.pausedAt":
+		if e.ComplexityRoot.WebhookEndpoint.PausedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.PausedAt(childComplexity), true
+	case "WebhookEndpoint.previousSecretUntil":
+		if e.ComplexityRoot.WebhookEndpoint.PreviousSecretUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.PreviousSecretUntil(childComplexity), true
+	case "WebhookEndpoint.skus":
+		if e.ComplexityRoot.WebhookEndpoint.SKUs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.SKUs(childComplexity), true
+	case "WebhookEndpoint.topics":
+		if e.ComplexityRoot.WebhookEndpoint.Topics == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Topics(childComplexity), true
+	case "WebhookEndpoint.url":
+		if e.ComplexityRoot.WebhookEndpoint.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.URL(childComplexity), true
+	case "WebhookEndpoint.updatedAt":
+		if e.ComplexityRoot.WebhookEndpoint.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.UpdatedAt(childComplexity), true
+
+	case "WebhookPayload.userErrors":
+		if e.ComplexityRoot.WebhookPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookPayload.UserErrors(childComplexity), true
+	case "WebhookPayload.webhook":
+		if e.ComplexityRoot.WebhookPayload.Webhook == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookPayload.Webhook(childComplexity), true
+
+	case "WebhookSecretPayload.secret":
+		if e.ComplexityRoot.WebhookSecretPayload.Secret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookSecretPayload.Secret(childComplexity), true
+	case "WebhookSecretPayload.userErrors":
+		if e.ComplexityRoot.WebhookSecretPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookSecretPayload.UserErrors(childComplexity), true
+	case "WebhookSecretPayload.webhook":
+		if e.ComplexityRoot.WebhookSecretPayload.Webhook == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookSecretPayload.Webhook(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1253,6 +1561,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ConfirmReservationInput", ec.unmarshalInputConfirmReservationInput),
 			graphql.NewInputUnmarshaler("CreateLocationInput", ec.unmarshalInputCreateLocationInput),
 			graphql.NewInputUnmarshaler("CreateSkuInput", ec.unmarshalInputCreateSkuInput),
+			graphql.NewInputUnmarshaler("CreateWebhookInput", ec.unmarshalInputCreateWebhookInput),
 			graphql.NewInputUnmarshaler("ExtendReservationInput", ec.unmarshalInputExtendReservationInput),
 			graphql.NewInputUnmarshaler("ImportCodesInput", ec.unmarshalInputImportCodesInput),
 			graphql.NewInputUnmarshaler("OrderLineSnapshotInput", ec.unmarshalInputOrderLineSnapshotInput),
@@ -1263,6 +1572,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("SetPreorderInput", ec.unmarshalInputSetPreorderInput),
 			graphql.NewInputUnmarshaler("SetStockLevelsInput", ec.unmarshalInputSetStockLevelsInput),
 			graphql.NewInputUnmarshaler("StockLevelInput", ec.unmarshalInputStockLevelInput),
+			graphql.NewInputUnmarshaler("UpdateWebhookInput", ec.unmarshalInputUpdateWebhookInput),
 		)
 	}
 	first := true
@@ -1472,6 +1782,10 @@ type Query {
   stockEvents(after: Int64, first: Int = 100): [StockEvent!]!
   "Admin: every balance, by SKU then location code, first (1..1000) at a time after the cursor of the previous page. For the /admin dashboard."
   balances(first: Int = 500, after: String): BalancePage!
+  "Admin: every outbound webhook endpoint, oldest first."
+  webhooks: [WebhookEndpoint!]!
+  "Admin: an endpoint's delivery log, newest first, first (1..100) at a time; pass the id of the last one received as after for the next page. Empty for an unknown endpoint."
+  webhookDeliveries(endpointId: ID!, first: Int = 50, after: ID): [WebhookDelivery!]!
 }
 
 "One page of balances read in one snapshot."
@@ -1798,6 +2112,95 @@ type Mutation {
   setPreorder(input: SetPreorderInput!): BalancePayload!
   "Admin: set on-hand counts of up to 1000 balances (ERP or warehouse sync), each level atomically on its own with per-level userErrors."
   setStockLevels(input: SetStockLevelsInput!): SetStockLevelsPayload!
+  "Admin: register an outbound webhook endpoint (at most 100). The secret is shown here and by rotateWebhookSecret only."
+  createWebhook(input: CreateWebhookInput!): WebhookSecretPayload!
+  "Admin: change an endpoint's URL, topics or filters; fields left out stay as they are."
+  updateWebhook(input: UpdateWebhookInput!): WebhookPayload!
+  "Admin: stop deliveries; events keep accumulating after the endpoint's cursor."
+  pauseWebhook(id: ID!, reason: String): WebhookPayload!
+  "Admin: restart deliveries from where they stopped."
+  resumeWebhook(id: ID!): WebhookPayload!
+  "Admin: remove an endpoint and its delivery log."
+  deleteWebhook(id: ID!): WebhookPayload!
+  "Admin: a new signing secret; for 24 hours deliveries are signed with both the new and the old one."
+  rotateWebhookSecret(id: ID!): WebhookSecretPayload!
+}
+
+"What an outbound webhook is sent for."
+enum WebhookTopic {
+  "Every stock event (type stock.changed), narrowed by the endpoint's skus and locations."
+  STOCK_CHANGED
+}
+
+"An outbound webhook receiver. Deliveries follow the stock event stream after cursorSeq, in seq order, signed per Standard Webhooks."
+type WebhookEndpoint {
+  id: ID!
+  url: String!
+  topics: [WebhookTopic!]!
+  "SKU codes whose events are sent; empty: every SKU."
+  skus: [String!]!
+  "Location codes whose events are sent; empty: every location."
+  locations: [String!]!
+  "The stock event seq delivered up to."
+  cursorSeq: Int64!
+  paused: Boolean!
+  pausedAt: Time
+  "Why it is paused: by an admin, or the last error after repeated failed deliveries."
+  pauseReason: String
+  consecutiveFailures: Int!
+  "Until then deliveries are also signed with the secret from before the last rotation."
+  previousSecretUntil: Time
+  createdAt: Time!
+  updatedAt: Time!
+}
+
+input CreateWebhookInput {
+  "http or https, without credentials; loopback and private addresses are refused unless the server allows them."
+  url: String!
+  topics: [WebhookTopic!]!
+  "At most 500 SKU codes; empty or absent: every SKU."
+  skus: [String!]
+  "At most 100 location codes; empty or absent: every location."
+  locations: [String!]
+}
+
+input UpdateWebhookInput {
+  id: ID!
+  url: String
+  topics: [WebhookTopic!]
+  "An empty list removes the filter."
+  skus: [String!]
+  "An empty list removes the filter."
+  locations: [String!]
+}
+
+type WebhookPayload {
+  webhook: WebhookEndpoint
+  userErrors: [UserError!]!
+}
+
+type WebhookSecretPayload {
+  webhook: WebhookEndpoint
+  "whsec_<base64>: the base64-decoded bytes are the HMAC-SHA256 key. Shown only here."
+  secret: String
+  userErrors: [UserError!]!
+}
+
+"One attempt to deliver one event."
+type WebhookDelivery {
+  id: ID!
+  "The webhook-id header, the same for every attempt of one event (evt_<seq>)."
+  webhookId: String!
+  eventSeq: Int64
+  "The delivery's type, e.g. stock.changed."
+  topic: String!
+  "1 for the first attempt of this webhookId."
+  attempt: Int!
+  "The receiver's HTTP status; null when no answer came."
+  statusCode: Int
+  latencyMs: Int!
+  error: String
+  at: Time!
 }
 
 type Subscription {
@@ -2178,6 +2581,84 @@ func (ec *executionContext) childFields_UserError(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type UserError", field.Name)
 }
 
+func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WebhookDelivery_id(ctx, field)
+	case "webhookId":
+		return ec.fieldContext_WebhookDelivery_webhookId(ctx, field)
+	case "eventSeq":
+		return ec.fieldContext_WebhookDelivery_eventSeq(ctx, field)
+	case "topic":
+		return ec.fieldContext_WebhookDelivery_topic(ctx, field)
+	case "attempt":
+		return ec.fieldContext_WebhookDelivery_attempt(ctx, field)
+	case "statusCode":
+		return ec.fieldContext_WebhookDelivery_statusCode(ctx, field)
+	case "latencyMs":
+		return ec.fieldContext_WebhookDelivery_latencyMs(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookDelivery_error(ctx, field)
+	case "at":
+		return ec.fieldContext_WebhookDelivery_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDelivery", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookEndpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WebhookEndpoint_id(ctx, field)
+	case "url":
+		return ec.fieldContext_WebhookEndpoint_url(ctx, field)
+	case "topics":
+		return ec.fieldContext_WebhookEndpoint_topics(ctx, field)
+	case "skus":
+		return ec.fieldContext_WebhookEndpoint_skus(ctx, field)
+	case "locations":
+		return ec.fieldContext_WebhookEndpoint_locations(ctx, field)
+	case "cursorSeq":
+		return ec.fieldContext_WebhookEndpoint_cursorSeq(ctx, field)
+	case "paused":
+		return ec.fieldContext_WebhookEndpoint_paused(ctx, field)
+	case "pausedAt":
+		return ec.fieldContext_WebhookEndpoint_pausedAt(ctx, field)
+	case "pauseReason":
+		return ec.fieldContext_WebhookEndpoint_pauseReason(ctx, field)
+	case "consecutiveFailures":
+		return ec.fieldContext_WebhookEndpoint_consecutiveFailures(ctx, field)
+	case "previousSecretUntil":
+		return ec.fieldContext_WebhookEndpoint_previousSecretUntil(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_WebhookEndpoint_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_WebhookEndpoint_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookEndpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "webhook":
+		return ec.fieldContext_WebhookPayload_webhook(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_WebhookPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookSecretPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "webhook":
+		return ec.fieldContext_WebhookSecretPayload_webhook(ctx, field)
+	case "secret":
+		return ec.fieldContext_WebhookSecretPayload_secret(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_WebhookSecretPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookSecretPayload", field.Name)
+}
+
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -2350,6 +2831,34 @@ func (ec *executionContext) field_Mutation_createSku_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateWebhookInput, error) {
+			return ec.unmarshalNCreateWebhookInput2inventoryᚋgraphᚋmodelᚐCreateWebhookInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_extendReservation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2400,6 +2909,28 @@ func (ec *executionContext) field_Mutation_issueCheckoutToken_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_pauseWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_receiveStock_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2442,6 +2973,34 @@ func (ec *executionContext) field_Mutation_reserve_args(ctx context.Context, raw
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_resumeWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rotateWebhookSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setPreorder_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2462,6 +3021,20 @@ func (ec *executionContext) field_Mutation_setStockLevels_args(ctx context.Conte
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.SetStockLevelsInput, error) {
 			return ec.unmarshalNSetStockLevelsInput2inventoryᚋgraphᚋmodelᚐSetStockLevelsInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.UpdateWebhookInput, error) {
+			return ec.unmarshalNUpdateWebhookInput2inventoryᚋgraphᚋmodelᚐUpdateWebhookInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2633,6 +3206,36 @@ func (ec *executionContext) field_Query_stockEvents_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["first"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_webhookDeliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpointId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpointId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
 	return args, nil
 }
 
@@ -4512,6 +5115,270 @@ func (ec *executionContext) fieldContext_Mutation_setStockLevels(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateWebhook(ctx, fc.Args["input"].(model.CreateWebhookInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookSecretPayload) graphql.Marshaler {
+			return ec.marshalNWebhookSecretPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookSecretPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookSecretPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateWebhook(ctx, fc.Args["input"].(model.UpdateWebhookInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookPayload) graphql.Marshaler {
+			return ec.marshalNWebhookPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_pauseWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_pauseWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PauseWebhook(ctx, fc.Args["id"].(string), fc.Args["reason"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookPayload) graphql.Marshaler {
+			return ec.marshalNWebhookPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_pauseWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_pauseWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resumeWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resumeWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResumeWebhook(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookPayload) graphql.Marshaler {
+			return ec.marshalNWebhookPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resumeWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resumeWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteWebhook(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookPayload) graphql.Marshaler {
+			return ec.marshalNWebhookPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rotateWebhookSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rotateWebhookSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RotateWebhookSecret(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookSecretPayload) graphql.Marshaler {
+			return ec.marshalNWebhookSecretPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookSecretPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rotateWebhookSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookSecretPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rotateWebhookSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5207,6 +6074,82 @@ func (ec *executionContext) fieldContext_Query_balances(ctx context.Context, fie
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_balances_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_webhooks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_webhooks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Webhooks(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.WebhookEndpoint) graphql.Marshaler {
+			return ec.marshalNWebhookEndpoint2ᚕinventoryᚋdomainᚐWebhookEndpointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_webhooks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEndpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_webhookDeliveries(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_webhookDeliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().WebhookDeliveries(ctx, fc.Args["endpointId"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.WebhookDelivery) graphql.Marshaler {
+			return ec.marshalNWebhookDelivery2ᚕinventoryᚋdomainᚐWebhookDeliveryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_webhookDeliveries(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDelivery(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_webhookDeliveries_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6562,6 +7505,663 @@ func (ec *executionContext) fieldContext_UserError_available(_ context.Context, 
 	return graphql.NewScalarFieldContext("UserError", field, false, false, "Int")
 }
 
+func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WebhookDelivery().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, true, "ID")
+}
+
+func (ec *executionContext) _WebhookDelivery_webhookId(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_webhookId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WebhookID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_webhookId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_eventSeq(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_eventSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_eventSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _WebhookDelivery_topic(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_topic(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Topic, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_topic(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_attempt(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WebhookDelivery_statusCode(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_statusCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StatusCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_statusCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WebhookDelivery_latencyMs(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_latencyMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LatencyMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_latencyMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WebhookDelivery_error(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_at(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookEndpoint_id(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "ID")
+}
+
+func (ec *executionContext) _WebhookEndpoint_url(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookEndpoint_topics(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_topics(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Topics, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.WebhookTopic) graphql.Marshaler {
+			return ec.marshalNWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_topics(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "WebhookTopic")
+}
+
+func (ec *executionContext) _WebhookEndpoint_skus(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_skus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKUs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_skus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookEndpoint_locations(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_locations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Locations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_locations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookEndpoint_cursorSeq(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_cursorSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CursorSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_cursorSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _WebhookEndpoint_paused(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_paused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Paused(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_paused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _WebhookEndpoint_pausedAt(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_pausedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PausedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_pausedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookEndpoint_pauseReason(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_pauseReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PauseReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_pauseReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookEndpoint_consecutiveFailures(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_consecutiveFailures(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ConsecutiveFailures, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_consecutiveFailures(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WebhookEndpoint_previousSecretUntil(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_previousSecretUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousSecretUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_previousSecretUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookEndpoint_createdAt(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookEndpoint_updatedAt(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookPayload_webhook(ctx context.Context, field graphql.CollectedField, obj *model.WebhookPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookPayload_webhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Webhook, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WebhookEndpoint) graphql.Marshaler {
+			return ec.marshalOWebhookEndpoint2ᚖinventoryᚋdomainᚐWebhookEndpoint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookPayload_webhook(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEndpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WebhookPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.WebhookPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WebhookSecretPayload_webhook(ctx context.Context, field graphql.CollectedField, obj *model.WebhookSecretPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookSecretPayload_webhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Webhook, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WebhookEndpoint) graphql.Marshaler {
+			return ec.marshalOWebhookEndpoint2ᚖinventoryᚋdomainᚐWebhookEndpoint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookSecretPayload_webhook(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookSecretPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEndpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WebhookSecretPayload_secret(ctx context.Context, field graphql.CollectedField, obj *model.WebhookSecretPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookSecretPayload_secret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Secret, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookSecretPayload_secret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookSecretPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _WebhookSecretPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.WebhookSecretPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookSecretPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookSecretPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookSecretPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7880,6 +9480,69 @@ func UnmarshalCreateSkuInput(ctx context.Context, raw any) (model.CreateSkuInput
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCreateWebhookInput(ctx context.Context, obj any) (model.CreateWebhookInput, error) {
+	var it model.CreateWebhookInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"url", "topics", "skus", "locations"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "topics":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("topics"))
+			data, err := ec.unmarshalNWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Topics = data
+		case "skus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("skus"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Skus = data
+		case "locations":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locations"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locations = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateWebhookInput unmarshals raw into the CreateWebhookInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateWebhookInput(ctx context.Context, raw any) (model.CreateWebhookInput, error) {
+	var out model.CreateWebhookInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateWebhookInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputExtendReservationInput(ctx context.Context, obj any) (model.ExtendReservationInput, error) {
 	var it model.ExtendReservationInput
 	if obj == nil {
@@ -8462,6 +10125,76 @@ func (ec *executionContext) unmarshalInputStockLevelInput(ctx context.Context, o
 func UnmarshalStockLevelInput(ctx context.Context, raw any) (model.StockLevelInput, error) {
 	var out model.StockLevelInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "StockLevelInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context, obj any) (model.UpdateWebhookInput, error) {
+	var it model.UpdateWebhookInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"id", "url", "topics", "skus", "locations"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "topics":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("topics"))
+			data, err := ec.unmarshalOWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Topics = data
+		case "skus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("skus"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Skus = data
+		case "locations":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locations"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locations = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUpdateWebhookInput unmarshals raw into the UpdateWebhookInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUpdateWebhookInput(ctx context.Context, raw any) (model.UpdateWebhookInput, error) {
+	var out model.UpdateWebhookInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateWebhookInput", raw, &out)
 	return out, err
 }
 
@@ -9180,6 +10913,48 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pauseWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_pauseWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resumeWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rotateWebhookSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rotateWebhookSecret(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9392,6 +11167,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_balances(ctx, field)
+				})
+		case "webhooks":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_webhooks(ctx, field)
+				})
+		case "webhookDeliveries":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_webhookDeliveries(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -9938,6 +11725,254 @@ func (ec *executionContext) _UserError(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var webhookDeliveryImplementors = []string{"WebhookDelivery"}
+
+func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.SelectionSet, obj *domain.WebhookDelivery) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookDeliveryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookDelivery")
+		case "id":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WebhookDelivery_id(ctx, field, obj)
+				})
+		case "webhookId":
+			out.Values[i] = ec._WebhookDelivery_webhookId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eventSeq":
+			out.Values[i] = ec._WebhookDelivery_eventSeq(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "topic":
+			out.Values[i] = ec._WebhookDelivery_topic(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attempt":
+			out.Values[i] = ec._WebhookDelivery_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "statusCode":
+			out.Values[i] = ec._WebhookDelivery_statusCode(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "latencyMs":
+			out.Values[i] = ec._WebhookDelivery_latencyMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "error":
+			out.Values[i] = ec._WebhookDelivery_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "at":
+			out.Values[i] = ec._WebhookDelivery_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var webhookEndpointImplementors = []string{"WebhookEndpoint"}
+
+func (ec *executionContext) _WebhookEndpoint(ctx context.Context, sel ast.SelectionSet, obj *domain.WebhookEndpoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookEndpointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookEndpoint")
+		case "id":
+			out.Values[i] = ec._WebhookEndpoint_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._WebhookEndpoint_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "topics":
+			out.Values[i] = ec._WebhookEndpoint_topics(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "skus":
+			out.Values[i] = ec._WebhookEndpoint_skus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "locations":
+			out.Values[i] = ec._WebhookEndpoint_locations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cursorSeq":
+			out.Values[i] = ec._WebhookEndpoint_cursorSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "paused":
+			out.Values[i] = ec._WebhookEndpoint_paused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pausedAt":
+			out.Values[i] = ec._WebhookEndpoint_pausedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pauseReason":
+			out.Values[i] = ec._WebhookEndpoint_pauseReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "consecutiveFailures":
+			out.Values[i] = ec._WebhookEndpoint_consecutiveFailures(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "previousSecretUntil":
+			out.Values[i] = ec._WebhookEndpoint_previousSecretUntil(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._WebhookEndpoint_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._WebhookEndpoint_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var webhookPayloadImplementors = []string{"WebhookPayload"}
+
+func (ec *executionContext) _WebhookPayload(ctx context.Context, sel ast.SelectionSet, obj *model.WebhookPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookPayload")
+		case "webhook":
+			out.Values[i] = ec._WebhookPayload_webhook(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._WebhookPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var webhookSecretPayloadImplementors = []string{"WebhookSecretPayload"}
+
+func (ec *executionContext) _WebhookSecretPayload(ctx context.Context, sel ast.SelectionSet, obj *model.WebhookSecretPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookSecretPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookSecretPayload")
+		case "webhook":
+			out.Values[i] = ec._WebhookSecretPayload_webhook(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "secret":
+			out.Values[i] = ec._WebhookSecretPayload_secret(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._WebhookSecretPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -10432,6 +12467,11 @@ func (ec *executionContext) marshalNCreateSkuPayload2ᚖinventoryᚋgraphᚋmode
 	return ec._CreateSkuPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNCreateWebhookInput2inventoryᚋgraphᚋmodelᚐCreateWebhookInput(ctx context.Context, v any) (model.CreateWebhookInput, error) {
+	res, err := ec.unmarshalInputCreateWebhookInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNExtendReservationInput2inventoryᚋgraphᚋmodelᚐExtendReservationInput(ctx context.Context, v any) (model.ExtendReservationInput, error) {
 	res, err := ec.unmarshalInputExtendReservationInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -10893,6 +12933,11 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) unmarshalNUpdateWebhookInput2inventoryᚋgraphᚋmodelᚐUpdateWebhookInput(ctx context.Context, v any) (model.UpdateWebhookInput, error) {
+	res, err := ec.unmarshalInputUpdateWebhookInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNUserError2inventoryᚋgraphᚋmodelᚐUserError(ctx context.Context, sel ast.SelectionSet, v model.UserError) graphql.Marshaler {
 	return ec._UserError(ctx, sel, &v)
 }
@@ -10958,6 +13003,116 @@ var (
 		domain.CodeLimitExceeded:        "LIMIT_EXCEEDED",
 	}
 )
+
+func (ec *executionContext) marshalNWebhookDelivery2inventoryᚋdomainᚐWebhookDelivery(ctx context.Context, sel ast.SelectionSet, v domain.WebhookDelivery) graphql.Marshaler {
+	return ec._WebhookDelivery(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWebhookDelivery2ᚕinventoryᚋdomainᚐWebhookDeliveryᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.WebhookDelivery) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWebhookDelivery2inventoryᚋdomainᚐWebhookDelivery(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWebhookEndpoint2inventoryᚋdomainᚐWebhookEndpoint(ctx context.Context, sel ast.SelectionSet, v domain.WebhookEndpoint) graphql.Marshaler {
+	return ec._WebhookEndpoint(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWebhookEndpoint2ᚕinventoryᚋdomainᚐWebhookEndpointᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.WebhookEndpoint) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWebhookEndpoint2inventoryᚋdomainᚐWebhookEndpoint(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWebhookPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookPayload(ctx context.Context, sel ast.SelectionSet, v *model.WebhookPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WebhookPayload!")
+		return graphql.Null
+	}
+	return ec._WebhookPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWebhookSecretPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookSecretPayload(ctx context.Context, sel ast.SelectionSet, v *model.WebhookSecretPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WebhookSecretPayload!")
+		return graphql.Null
+	}
+	return ec._WebhookSecretPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx context.Context, v any) (domain.WebhookTopic, error) {
+	tmp, err := gqlscalar.UnmarshalString(v)
+	res := unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx context.Context, sel ast.SelectionSet, v domain.WebhookTopic) graphql.Marshaler {
+	_ = sel
+	res := gqlscalar.MarshalString(marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "WebhookTopic!")
+	}
+	return res
+}
+
+var (
+	unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[string]domain.WebhookTopic{
+		"STOCK_CHANGED": domain.TopicStockChanged,
+	}
+	marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[domain.WebhookTopic]string{
+		domain.TopicStockChanged: "STOCK_CHANGED",
+	}
+)
+
+func (ec *executionContext) unmarshalNWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx context.Context, v any) ([]domain.WebhookTopic, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]domain.WebhookTopic, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.WebhookTopic) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
 	return ec.___Directive(ctx, sel, &v)
@@ -11386,6 +13541,49 @@ func (ec *executionContext) marshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgen�
 	_ = ctx
 	res := graphql.MarshalUpload(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOWebhookEndpoint2ᚖinventoryᚋdomainᚐWebhookEndpoint(ctx context.Context, sel ast.SelectionSet, v *domain.WebhookEndpoint) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WebhookEndpoint(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx context.Context, v any) ([]domain.WebhookTopic, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]domain.WebhookTopic, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOWebhookTopic2ᚕinventoryᚋdomainᚐWebhookTopicᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.WebhookTopic) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

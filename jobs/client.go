@@ -36,6 +36,19 @@ type Config struct {
 	// pass found.
 	OnReconcile func(issues int)
 	MaxWorkers  int
+	// Webhooks, if set, delivers outbound webhooks: every WebhookInterval
+	// (1 s when zero) a dispatch pass starts delivery to endpoints that are
+	// behind the stock event stream.
+	Webhooks            WebhookStore
+	WebhookInterval     time.Duration
+	WebhookAllowPrivate bool
+	// WebhookBackoff, if set, replaces River's retry policy for deliveries
+	// (tests); WebhookPauseAfter (WebhookMaxAttempts when zero) consecutive
+	// failures pause an endpoint.
+	WebhookBackoff    func(attempt int) time.Duration
+	WebhookPauseAfter int
+	// OnWebhookAttempt, if set, is told each delivery attempt's outcome.
+	OnWebhookAttempt func(ok bool, latency time.Duration)
 }
 
 // NewClient returns a River client with every worker registered. Start it to
@@ -48,21 +61,34 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	river.AddWorker(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
 	river.AddWorker(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
 		Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "reconcile", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "reservation_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return PruneEventsArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
+	}
+	if cfg.Webhooks != nil {
+		river.AddWorker(workers, &WebhookDispatchWorker{Store: cfg.Webhooks})
+		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate,
+			Backoff: cfg.WebhookBackoff, PauseAfter: cfg.WebhookPauseAfter, OnAttempt: cfg.OnWebhookAttempt, Logger: cfg.Logger})
+		interval := cfg.WebhookInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(interval),
+			func() (river.JobArgs, *river.InsertOpts) { return WebhookDispatchArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "webhook_dispatch", RunOnStart: true}))
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  slog.New(quietHandler{cfg.Logger.Handler()}),
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers: workers,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
-				&river.PeriodicJobOpts{ID: "reconcile", RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-				&river.PeriodicJobOpts{ID: "reservation_sweep", RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-				func() (river.JobArgs, *river.InsertOpts) { return PruneEventsArgs{}, nil },
-				&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
-		},
+		Logger:       slog.New(quietHandler{cfg.Logger.Handler()}),
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:      workers,
+		PeriodicJobs: periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: new client: %w", err)

@@ -26,6 +26,7 @@ type Resolver struct {
 	Events       domain.StockEvents
 	Broker       domain.StockEventStream
 	Tokens       TokenIssuer
+	Webhooks     domain.Webhooks
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
 }
@@ -60,4 +61,12 @@ func orDefault[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// secretPayload maps an endpoint with its secret (create, rotate) to its payload.
+func secretPayload(res *domain.WebhookSecret, ue []model.UserError) *model.WebhookSecretPayload {
+	if res == nil {
+		return &model.WebhookSecretPayload{UserErrors: ue}
+	}
+	return &model.WebhookSecretPayload{Webhook: &res.Webhook, Secret: &res.Secret, UserErrors: ue}
 }

@@ -14,6 +14,7 @@ import (
 	"inventory/graph"
 	"inventory/graph/model"
 	"iter"
+	"strconv"
 )
 
 // Reserve is the resolver for the reserve field.
@@ -173,6 +174,64 @@ func (r *mutationResolver) SetStockLevels(ctx context.Context, input model.SetSt
 		Failed: res.Failed, Balances: res.Balances, UserErrors: ue}, nil
 }
 
+// CreateWebhook is the resolver for the createWebhook field.
+func (r *mutationResolver) CreateWebhook(ctx context.Context, input model.CreateWebhookInput) (*model.WebhookSecretPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	res, ue, err := outcome(r.Webhooks.WebhookCreate(ctx, domain.CreateWebhookInput{
+		URL: input.URL, Topics: input.Topics, SKUs: input.Skus, Locations: input.Locations,
+	}))
+	return secretPayload(res, ue), err
+}
+
+// UpdateWebhook is the resolver for the updateWebhook field.
+func (r *mutationResolver) UpdateWebhook(ctx context.Context, input model.UpdateWebhookInput) (*model.WebhookPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	w, ue, err := outcome(r.Webhooks.WebhookUpdate(ctx, domain.UpdateWebhookInput{
+		ID: input.ID, URL: input.URL, Topics: input.Topics, SKUs: input.Skus, Locations: input.Locations,
+	}))
+	return &model.WebhookPayload{Webhook: w, UserErrors: ue}, err
+}
+
+// PauseWebhook is the resolver for the pauseWebhook field.
+func (r *mutationResolver) PauseWebhook(ctx context.Context, id string, reason *string) (*model.WebhookPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	w, ue, err := outcome(r.Webhooks.WebhookPause(ctx, id, deref(reason)))
+	return &model.WebhookPayload{Webhook: w, UserErrors: ue}, err
+}
+
+// ResumeWebhook is the resolver for the resumeWebhook field.
+func (r *mutationResolver) ResumeWebhook(ctx context.Context, id string) (*model.WebhookPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	w, ue, err := outcome(r.Webhooks.WebhookResume(ctx, id))
+	return &model.WebhookPayload{Webhook: w, UserErrors: ue}, err
+}
+
+// DeleteWebhook is the resolver for the deleteWebhook field.
+func (r *mutationResolver) DeleteWebhook(ctx context.Context, id string) (*model.WebhookPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	w, ue, err := outcome(r.Webhooks.WebhookDelete(ctx, id))
+	return &model.WebhookPayload{Webhook: w, UserErrors: ue}, err
+}
+
+// RotateWebhookSecret is the resolver for the rotateWebhookSecret field.
+func (r *mutationResolver) RotateWebhookSecret(ctx context.Context, id string) (*model.WebhookSecretPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	res, ue, err := outcome(r.Webhooks.WebhookRotateSecret(ctx, id))
+	return secretPayload(res, ue), err
+}
+
 // Codes is the resolver for the codes field.
 func (r *orderLineResolver) Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error) {
 	if obj.Kind != domain.KindCodes {
@@ -282,6 +341,34 @@ func (r *queryResolver) Balances(ctx context.Context, first *int, after *string)
 	return &page, err
 }
 
+// Webhooks is the resolver for the webhooks field.
+func (r *queryResolver) Webhooks(ctx context.Context) ([]domain.WebhookEndpoint, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	return r.Resolver.Webhooks.WebhookList(ctx)
+}
+
+// WebhookDeliveries is the resolver for the webhookDeliveries field.
+func (r *queryResolver) WebhookDeliveries(ctx context.Context, endpointID string, first *int, after *string) ([]domain.WebhookDelivery, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	var cursor int64
+	if after != nil {
+		n, err := strconv.ParseInt(*after, 10, 64)
+		if err != nil || n < 1 {
+			return nil, domain.Limitf("after must be the id of a delivery")
+		}
+		cursor = n
+	}
+	list, err := r.Resolver.Webhooks.WebhookDeliveryList(ctx, endpointID, orDefault(first, 50), cursor)
+	if e, ok := domain.AsError(err); ok && e.Code == domain.CodeNotFound {
+		return []domain.WebhookDelivery{}, nil
+	}
+	return list, err
+}
+
 // StockChanged is the resolver for the stockChanged field.
 func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error) {
 	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
@@ -302,6 +389,11 @@ func (r *subscriptionResolver) ReservationChanged(ctx context.Context, checkoutI
 	return subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID)), nil
 }
 
+// ID is the resolver for the id field.
+func (r *webhookDeliveryResolver) ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error) {
+	return strconv.FormatInt(obj.ID, 10), nil
+}
+
 // Mutation returns graph.MutationResolver implementation.
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
@@ -314,9 +406,15 @@ func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 // Subscription returns graph.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscriptionResolver{r} }
 
+// WebhookDelivery returns graph.WebhookDeliveryResolver implementation.
+func (r *Resolver) WebhookDelivery() graph.WebhookDeliveryResolver {
+	return &webhookDeliveryResolver{r}
+}
+
 type (
-	mutationResolver     struct{ *Resolver }
-	orderLineResolver    struct{ *Resolver }
-	queryResolver        struct{ *Resolver }
-	subscriptionResolver struct{ *Resolver }
+	mutationResolver        struct{ *Resolver }
+	orderLineResolver       struct{ *Resolver }
+	queryResolver           struct{ *Resolver }
+	subscriptionResolver    struct{ *Resolver }
+	webhookDeliveryResolver struct{ *Resolver }
 )

@@ -39,6 +39,8 @@ type Store struct {
 	// extend transactions. Without it, reserving and extending fail; every
 	// other method works.
 	Expiry ExpiryScheduler
+	// WebhookAllowPrivate lets webhook URLs name loopback and private addresses.
+	WebhookAllowPrivate bool
 }
 
 // New returns a Store on pool. Set Expiry before it makes holds.

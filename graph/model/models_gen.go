@@ -68,6 +68,16 @@ type CreateSkuPayload struct {
 	UserErrors []UserError `json:"userErrors"`
 }
 
+type CreateWebhookInput struct {
+	// http or https, without credentials; loopback and private addresses are refused unless the server allows them.
+	URL    string                `json:"url"`
+	Topics []domain.WebhookTopic `json:"topics"`
+	// At most 500 SKU codes; empty or absent: every SKU.
+	Skus []string `json:"skus,omitempty"`
+	// At most 100 location codes; empty or absent: every location.
+	Locations []string `json:"locations,omitempty"`
+}
+
 type ExtendReservationInput struct {
 	ID string `json:"id"`
 	// The new deadline is this many seconds from now: 1..86400.
@@ -191,6 +201,16 @@ type StockLevelInput struct {
 type Subscription struct {
 }
 
+type UpdateWebhookInput struct {
+	ID     string                `json:"id"`
+	URL    *string               `json:"url,omitempty"`
+	Topics []domain.WebhookTopic `json:"topics,omitempty"`
+	// An empty list removes the filter.
+	Skus []string `json:"skus,omitempty"`
+	// An empty list removes the filter.
+	Locations []string `json:"locations,omitempty"`
+}
+
 // A business outcome: the request was understood, refused, and changed nothing.
 type UserError struct {
 	Code    domain.ErrorCode `json:"code"`
@@ -202,4 +222,16 @@ type UserError struct {
 	Sku  *string `json:"sku,omitempty"`
 	// What could have been had.
 	Available *int `json:"available,omitempty"`
+}
+
+type WebhookPayload struct {
+	Webhook    *domain.WebhookEndpoint `json:"webhook,omitempty"`
+	UserErrors []UserError             `json:"userErrors"`
+}
+
+type WebhookSecretPayload struct {
+	Webhook *domain.WebhookEndpoint `json:"webhook,omitempty"`
+	// whsec_<base64>: the base64-decoded bytes are the HMAC-SHA256 key. Shown only here.
+	Secret     *string     `json:"secret,omitempty"`
+	UserErrors []UserError `json:"userErrors"`
 }

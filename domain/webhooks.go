@@ -1,0 +1,172 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WebhookTopic is what an outbound webhook is sent for. The values are the
+// GraphQL enum names; Name is the topic as deliveries carry it ("type").
+type WebhookTopic string
+
+// Topics delivered so far.
+const (
+	// TopicStockChanged is every published stock event, filtered by the
+	// endpoint's SKUs and locations.
+	TopicStockChanged WebhookTopic = "STOCK_CHANGED"
+)
+
+var topicNames = map[WebhookTopic]string{TopicStockChanged: "stock.changed"}
+
+// Name is the topic as a delivery's "type" carries it, e.g. "stock.changed".
+func (t WebhookTopic) Name() string { return topicNames[t] }
+
+// Webhook limits.
+const (
+	MaxWebhookSKUs        = 500
+	MaxWebhookLocations   = 100
+	MaxWebhookDeliveries  = 100 // delivery log entries in one answer
+	MaxWebhookPauseReason = 500
+	MaxWebhookEndpoints   = 100
+)
+
+// WebhookEndpoint is an admin-registered receiver of outbound webhooks.
+type WebhookEndpoint struct {
+	ID        string
+	URL       string
+	Topics    []WebhookTopic
+	SKUs      []string // empty: every SKU
+	Locations []string // empty: every location
+	// CursorSeq is the stock event seq delivered up to: delivery resumes
+	// after it, across restarts and pauses.
+	CursorSeq           int64
+	PausedAt            *time.Time
+	PauseReason         *string
+	ConsecutiveFailures int
+	// PreviousSecretUntil: until then, deliveries are also signed with the
+	// secret before the last rotation.
+	PreviousSecretUntil *time.Time
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+// Paused reports whether deliveries to the endpoint are stopped.
+func (w WebhookEndpoint) Paused() bool { return w.PausedAt != nil }
+
+// WebhookSecret is an endpoint with its signing secret, shown once: when it is
+// created and when the secret is rotated.
+type WebhookSecret struct {
+	Webhook WebhookEndpoint
+	Secret  string
+}
+
+// CreateWebhookInput registers an endpoint.
+type CreateWebhookInput struct {
+	URL       string
+	Topics    []WebhookTopic
+	SKUs      []string
+	Locations []string
+}
+
+// UpdateWebhookInput changes an endpoint; nil fields stay as they are, an
+// empty SKUs or Locations list removes that filter.
+type UpdateWebhookInput struct {
+	ID        string
+	URL       *string
+	Topics    []WebhookTopic
+	SKUs      []string
+	Locations []string
+}
+
+// Validate checks the input; checkURL is the URL policy in force (scheme,
+// credentials, private addresses).
+func (in CreateWebhookInput) Validate(checkURL func(string) error) error {
+	if err := checkURL(in.URL); err != nil {
+		return InvalidInput([]string{"input", "url"}, "%v", err)
+	}
+	if len(in.Topics) == 0 {
+		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
+	}
+	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)
+}
+
+// Validate checks the fields that are set.
+func (in UpdateWebhookInput) Validate(checkURL func(string) error) error {
+	if in.URL != nil {
+		if err := checkURL(*in.URL); err != nil {
+			return InvalidInput([]string{"input", "url"}, "%v", err)
+		}
+	}
+	if in.Topics != nil && len(in.Topics) == 0 {
+		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
+	}
+	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)
+}
+
+func validateWebhookFilters(topics []WebhookTopic, skus, locations []string) error {
+	seen := map[WebhookTopic]bool{}
+	for _, t := range topics {
+		if t.Name() == "" {
+			return InvalidInput([]string{"input", "topics"}, "unknown topic %q", t)
+		}
+		if seen[t] {
+			return InvalidInput([]string{"input", "topics"}, "topic %s given twice", t)
+		}
+		seen[t] = true
+	}
+	if len(skus) > MaxWebhookSKUs {
+		return InvalidInput([]string{"input", "skus"}, "at most %d SKUs", MaxWebhookSKUs)
+	}
+	if len(locations) > MaxWebhookLocations {
+		return InvalidInput([]string{"input", "locations"}, "at most %d locations", MaxWebhookLocations)
+	}
+	for _, f := range [][]string{skus, locations} {
+		for _, c := range f {
+			if c == "" || len(c) > 200 {
+				return InvalidInput([]string{"input"}, "filter codes must be 1 to 200 characters")
+			}
+		}
+	}
+	return nil
+}
+
+// WebhookDelivery is one attempt to deliver one event to one endpoint.
+type WebhookDelivery struct {
+	ID int64
+	// WebhookID is the webhook-id header: the same for every attempt of one
+	// event to one endpoint ("evt_<seq>").
+	WebhookID  string
+	EventSeq   *int64
+	Topic      string
+	Attempt    int
+	StatusCode *int
+	LatencyMs  int
+	Error      *string
+	At         time.Time
+}
+
+// WebhookEventID is the stable webhook-id of stock event seq.
+func WebhookEventID(seq int64) string { return fmt.Sprintf("evt_%d", seq) }
+
+// Webhooks manages outbound webhook endpoints. Unknown ids are NOT_FOUND.
+// Implemented by store.Store.
+type Webhooks interface {
+	WebhookCreate(ctx context.Context, in CreateWebhookInput) (WebhookSecret, error)
+	WebhookList(ctx context.Context) ([]WebhookEndpoint, error)
+	WebhookUpdate(ctx context.Context, in UpdateWebhookInput) (WebhookEndpoint, error)
+	WebhookPause(ctx context.Context, id, reason string) (WebhookEndpoint, error)
+	// WebhookResume restarts delivery after the cursor (after the oldest
+	// retained event when older ones were pruned while it was paused).
+	WebhookResume(ctx context.Context, id string) (WebhookEndpoint, error)
+	WebhookDelete(ctx context.Context, id string) (WebhookEndpoint, error)
+	// WebhookRotateSecret makes a new secret; the old one keeps signing
+	// alongside it for WebhookSecretOverlap.
+	WebhookRotateSecret(ctx context.Context, id string) (WebhookSecret, error)
+	// WebhookDeliveryList is the endpoint's delivery log, newest first, after
+	// the delivery id after (0 for the newest).
+	WebhookDeliveryList(ctx context.Context, endpointID string, first int, after int64) ([]WebhookDelivery, error)
+}
+
+// WebhookSecretOverlap is how long a rotated-out secret keeps signing.
+const WebhookSecretOverlap = 24 * time.Hour

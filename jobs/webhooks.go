@@ -1,0 +1,282 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"inventory/domain"
+	"inventory/store"
+	"inventory/webhooks"
+)
+
+// WebhookStore is what webhook delivery reads and records. store.Store is one.
+type WebhookStore interface {
+	WebhooksDue(ctx context.Context) ([]string, error)
+	WebhookPending(ctx context.Context, id string, window int) (store.WebhookTarget, []domain.StockEvent, int64, error)
+	WebhookDelivered(ctx context.Context, id string, a store.WebhookAttempt, through int64) error
+	WebhookAdvance(ctx context.Context, id string, through int64) error
+	WebhookFailed(ctx context.Context, id string, a store.WebhookAttempt, pauseAfter int) (bool, error)
+	WebhookPauseFor(ctx context.Context, id, reason string) error
+}
+
+// Webhook delivery defaults. River's default retry policy waits attempt⁴
+// seconds with jitter, so 16 attempts span about two days.
+const (
+	WebhookMaxAttempts    = 16
+	WebhookAttemptTimeout = 10 * time.Second
+	webhookWindow         = 500 // stock event seqs read per pass
+	webhookRunFor         = time.Minute
+)
+
+// WebhookDispatchArgs asks for one pass that starts delivery to every endpoint
+// with events after its cursor.
+type WebhookDispatchArgs struct{}
+
+// Kind names the job in River's tables.
+func (WebhookDispatchArgs) Kind() string { return "webhook_dispatch" }
+
+// InsertOpts: one pass waiting at a time is enough.
+func (WebhookDispatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: webhookUniqueStates}}
+}
+
+// WebhookDeliverArgs delivers one endpoint's pending events, in seq order.
+type WebhookDeliverArgs struct {
+	EndpointID string `json:"endpoint_id"`
+}
+
+// Kind names the job in River's tables.
+func (WebhookDeliverArgs) Kind() string { return "webhook_deliver" }
+
+// webhookUniqueStates: at most one job per endpoint is waiting, running or
+// retrying, so one endpoint's events are never delivered concurrently (and
+// so arrive in seq order).
+var webhookUniqueStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+
+// InsertOpts: unique per endpoint, retried over about two days.
+func (WebhookDeliverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: WebhookMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: webhookUniqueStates}}
+}
+
+// WebhookDispatchWorker inserts a delivery job per endpoint that is behind.
+type WebhookDispatchWorker struct {
+	river.WorkerDefaults[WebhookDispatchArgs]
+	Store WebhookStore
+}
+
+// Work runs one pass.
+func (w *WebhookDispatchWorker) Work(ctx context.Context, _ *river.Job[WebhookDispatchArgs]) error {
+	ids, err := w.Store.WebhooksDue(ctx)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: WebhookDeliverArgs{EndpointID: id}}
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	_, err = client.InsertMany(ctx, params)
+	return err
+}
+
+// WebhookDeliverWorker posts an endpoint's pending stock events one at a
+// time, in seq order, and moves its cursor past each only after a 2xx answer.
+// A failure is recorded and returned, so River retries the job with backoff
+// from the same event (same webhook-id); after PauseAfter consecutive
+// failures the endpoint is paused with the last error as the reason.
+type WebhookDeliverWorker struct {
+	river.WorkerDefaults[WebhookDeliverArgs]
+	Store WebhookStore
+	// AllowPrivate lets deliveries reach loopback and private addresses.
+	AllowPrivate bool
+	// AttemptTimeout bounds one POST (WebhookAttemptTimeout when zero).
+	AttemptTimeout time.Duration
+	// PauseAfter consecutive failures pause the endpoint (WebhookMaxAttempts
+	// when zero).
+	PauseAfter int
+	// Backoff, if set, replaces River's retry policy (tests).
+	Backoff func(attempt int) time.Duration
+	// OnAttempt, if set, is told each attempt's outcome (metrics).
+	OnAttempt func(ok bool, latency time.Duration)
+	Logger    *slog.Logger
+
+	client *http.Client
+}
+
+// Timeout leaves room for a pass of deliveries.
+func (w *WebhookDeliverWorker) Timeout(*river.Job[WebhookDeliverArgs]) time.Duration {
+	return webhookRunFor + 2*w.attemptTimeout()
+}
+
+// NextRetry applies Backoff when set; otherwise River's policy.
+func (w *WebhookDeliverWorker) NextRetry(job *river.Job[WebhookDeliverArgs]) time.Time {
+	if w.Backoff == nil {
+		return time.Time{}
+	}
+	return time.Now().Add(w.Backoff(job.Attempt))
+}
+
+func (w *WebhookDeliverWorker) attemptTimeout() time.Duration {
+	if w.AttemptTimeout > 0 {
+		return w.AttemptTimeout
+	}
+	return WebhookAttemptTimeout
+}
+
+func (w *WebhookDeliverWorker) httpClient() *http.Client {
+	if w.client == nil {
+		w.client = &http.Client{
+			// No proxy: the dialer must see the address actually reached.
+			Transport: &http.Transport{Proxy: nil, DialContext: webhooks.DialContext(w.AllowPrivate, w.attemptTimeout()),
+				MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return w.client
+}
+
+// Work delivers for up to a minute; what is left waits for the next dispatch.
+func (w *WebhookDeliverWorker) Work(ctx context.Context, job *river.Job[WebhookDeliverArgs]) error {
+	id := job.Args.EndpointID
+	until := time.Now().Add(webhookRunFor)
+	for time.Now().Before(until) {
+		t, events, scanned, err := w.Store.WebhookPending(ctx, id, webhookWindow)
+		var expired *domain.ErrCursorExpired
+		switch {
+		case errors.As(err, &expired):
+			return w.Store.WebhookPauseFor(ctx, id, "events after its cursor were pruned: "+expired.Error())
+		case isNotFound(err):
+			return nil // deleted
+		case err != nil:
+			return err
+		case t.Paused || scanned <= t.Cursor:
+			return nil
+		}
+		for _, e := range events {
+			if err := w.deliver(ctx, t, e); errors.Is(err, errPaused) {
+				return nil // the cursor stays before e: resuming delivers it first
+			} else if err != nil {
+				return err
+			}
+		}
+		if err := w.Store.WebhookAdvance(ctx, id, scanned); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	e, ok := domain.AsError(err)
+	return ok && e.Code == domain.CodeNotFound
+}
+
+// stockChangedData is the data of a stock.changed delivery.
+type stockChangedData struct {
+	Seq       int64     `json:"seq"`
+	SKU       string    `json:"sku"`
+	Location  string    `json:"location"`
+	Cause     string    `json:"cause"`
+	OnHand    int       `json:"onHand"`
+	Reserved  int       `json:"reserved"`
+	Available int       `json:"available"`
+	At        time.Time `json:"at"`
+}
+
+// WebhookBody is a delivery's JSON body: the same bytes for every attempt.
+func WebhookBody(e domain.StockEvent) []byte {
+	body, _ := json.Marshal(struct { //nolint:errchkjson // plain struct, cannot fail
+		Type      string           `json:"type"`
+		Timestamp time.Time        `json:"timestamp"`
+		Data      stockChangedData `json:"data"`
+	}{domain.TopicStockChanged.Name(), e.At.UTC(), stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause),
+		e.OnHand, e.Reserved, e.Available(), e.At.UTC()}})
+	return body
+}
+
+// errPaused is a failed delivery that paused the endpoint.
+var errPaused = errors.New("webhook endpoint paused")
+
+// deliver posts one event and records the attempt. It returns nil when the
+// receiver answered 2xx, errPaused when the failure paused the endpoint.
+func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarget, e domain.StockEvent) error {
+	msgID := domain.WebhookEventID(e.Seq)
+	seq := e.Seq
+	a := store.WebhookAttempt{WebhookID: msgID, EventSeq: &seq, Topic: domain.TopicStockChanged.Name()}
+	start := time.Now()
+	status, err := w.post(ctx, t, msgID, WebhookBody(e))
+	a.Latency = time.Since(start)
+	if status != 0 {
+		a.StatusCode = &status
+	}
+	if w.OnAttempt != nil {
+		w.OnAttempt(err == nil, a.Latency)
+	}
+	if err == nil {
+		return w.Store.WebhookDelivered(ctx, t.ID, a, e.Seq)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down or out of time: not the receiver's fault
+	}
+	msg := err.Error()
+	a.Error = &msg
+	pauseAfter := w.PauseAfter
+	if pauseAfter <= 0 {
+		pauseAfter = WebhookMaxAttempts
+	}
+	paused, rerr := w.Store.WebhookFailed(ctx, t.ID, a, pauseAfter)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if paused {
+		if w.Logger != nil {
+			w.Logger.WarnContext(ctx, "webhook endpoint paused after failed deliveries", "endpoint", t.ID, "error", msg)
+		}
+		return errPaused
+	}
+	return fmt.Errorf("webhook %s, %s: %w", t.ID, msgID, err)
+}
+
+func (w *WebhookDeliverWorker) post(ctx context.Context, t store.WebhookTarget, msgID string, body []byte) (int, error) {
+	if err := webhooks.CheckURL(t.URL, w.AllowPrivate); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.attemptTimeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "inventory-webhooks")
+	req.Header.Set(webhooks.HeaderID, msgID)
+	req.Header.Set(webhooks.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(webhooks.HeaderSignature, webhooks.SignatureHeader(msgID, ts, body, t.Secrets...))
+	resp, err := w.httpClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("answered HTTP %d", resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}

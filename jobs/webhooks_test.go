@@ -1,0 +1,234 @@
+package jobs_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"inventory/domain"
+	"inventory/webhooks"
+)
+
+// receiver is a webhook endpoint on loopback that answers failStatus to the
+// first failures requests, then 204.
+type receiver struct {
+	mu         sync.Mutex
+	failures   int
+	failStatus int
+	got        []received
+}
+
+type received struct {
+	id, ts, sig string
+	body        []byte
+	status      int
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	status := http.StatusNoContent
+	if r.failures > 0 {
+		r.failures--
+		status = r.failStatus
+	}
+	r.got = append(r.got, received{req.Header.Get("webhook-id"), req.Header.Get("webhook-timestamp"), req.Header.Get("webhook-signature"), body, status})
+	w.WriteHeader(status)
+}
+
+func (r *receiver) snapshot() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+type deliveryBody struct {
+	Type string `json:"type"`
+	Data struct {
+		Seq       int64  `json:"seq"`
+		SKU       string `json:"sku"`
+		Location  string `json:"location"`
+		Cause     string `json:"cause"`
+		OnHand    int    `json:"onHand"`
+		Available int    `json:"available"`
+	} `json:"data"`
+}
+
+// A receiver that fails three times then recovers gets every selected event,
+// in seq order, each signed, with retries only under the same webhook-id;
+// events of other SKUs are skipped and the cursor reaches the head.
+func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	b.Catalog(t, domain.KindQuantity, []string{"A", "B"}, "L1")
+	rcv := &receiver{failures: 3, failStatus: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL + "/hook", Topics: []domain.WebhookTopic{domain.TopicStockChanged}, SKUs: []string{"A"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		sku := []string{"A", "B", "A"}[i%3]
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "L1", Quantity: i + 1, Reference: fmt.Sprint("r", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for _, e := range b.Published(t, 0) {
+		if e.SKU == "A" {
+			want = append(want, e.Seq)
+		}
+	}
+
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval = b.Store, true, 100*time.Millisecond
+	cfg.WebhookBackoff = func(int) time.Duration { return 50 * time.Millisecond }
+	b.startClient(t, cfg)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, err := b.Store.WebhookList(b.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list[0].CursorSeq == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursor %d after 20s; received %d requests", list[0].CursorSeq, len(rcv.snapshot()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	got := rcv.snapshot()
+	var delivered []int64
+	var last int64
+	for i, r := range got {
+		if err := webhooks.Verify(created.Secret, r.id, r.ts, r.body, r.sig, time.Now(), webhooks.DefaultTolerance); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		var body deliveryBody
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Type != "stock.changed" || body.Data.SKU != "A" || body.Data.Location != "L1" || body.Data.Cause != "RECEIVED" || body.Data.Available != body.Data.OnHand {
+			t.Fatalf("request %d: body %s", i, r.body)
+		}
+		if r.id != domain.WebhookEventID(body.Data.Seq) {
+			t.Fatalf("request %d: webhook-id %s for seq %d", i, r.id, body.Data.Seq)
+		}
+		if body.Data.Seq < last {
+			t.Fatalf("request %d: seq %d after %d", i, body.Data.Seq, last)
+		}
+		last = body.Data.Seq
+		if r.status < 300 {
+			delivered = append(delivered, body.Data.Seq)
+		}
+	}
+	if fmt.Sprint(delivered) != fmt.Sprint(want) {
+		t.Fatalf("delivered %v, want %v", delivered, want)
+	}
+	if len(got) != len(want)+3 || got[0].id != got[3].id {
+		t.Fatalf("%d requests for %d events; first ids %v", len(got), len(want), got[:4])
+	}
+
+	log, err := b.Store.WebhookDeliveryList(b.Ctx, created.Webhook.ID, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != len(got) {
+		t.Fatalf("%d log entries for %d requests", len(log), len(got))
+	}
+	first := log[len(log)-4:] // newest first: the first event's four attempts are last
+	for i, d := range first {
+		attempt := 4 - i
+		wantStatus := 503
+		if attempt == 4 {
+			wantStatus = 204
+		}
+		if d.Attempt != attempt || d.StatusCode == nil || *d.StatusCode != wantStatus || d.WebhookID != domain.WebhookEventID(want[0]) ||
+			(d.Error != nil) != (wantStatus == 503) {
+			t.Fatalf("log entry %d: %+v", i, d)
+		}
+	}
+}
+
+// An endpoint that keeps failing is paused with the reason; resumed, it
+// catches up from where it stopped.
+func TestWebhookPausedAfterFailuresThenResumes(t *testing.T) {
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	b.Catalog(t, domain.KindQuantity, []string{"A"}, "L1")
+	rcv := &receiver{failures: 1000, failStatus: http.StatusInternalServerError}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "A", Location: "L1", Quantity: 1, Reference: fmt.Sprint("r", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval, cfg.WebhookPauseAfter = b.Store, true, 100*time.Millisecond, 3
+	cfg.WebhookBackoff = func(int) time.Duration { return 20 * time.Millisecond }
+	b.startClient(t, cfg)
+
+	waitFor := func(what string, ok func(domain.WebhookEndpoint) bool) domain.WebhookEndpoint {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			list, err := b.Store.WebhookList(b.Ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(list[0]) {
+				return list[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: endpoint %+v", what, list[0])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	w := waitFor("paused", domain.WebhookEndpoint.Paused)
+	if w.PauseReason == nil || w.CursorSeq != 0 || w.ConsecutiveFailures != 3 {
+		t.Fatalf("paused endpoint %+v", w)
+	}
+	t.Logf("pause reason: %s", *w.PauseReason)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(rcv.snapshot()); n != 3 {
+		t.Fatalf("%d requests to a paused endpoint, want 3", n)
+	}
+
+	rcv.mu.Lock()
+	rcv.failures = 0
+	rcv.mu.Unlock()
+	if _, err := b.Store.WebhookResume(b.Ctx, created.Webhook.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("caught up", func(w domain.WebhookEndpoint) bool { return w.CursorSeq == 3 })
+	var seqs []string
+	for _, r := range rcv.snapshot()[3:] {
+		seqs = append(seqs, r.id)
+	}
+	if fmt.Sprint(seqs) != "[evt_1 evt_2 evt_3]" {
+		t.Fatalf("after resume: %v", seqs)
+	}
+}

@@ -1,0 +1,353 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+	"inventory/webhooks"
+)
+
+var _ domain.Webhooks = (*Store)(nil)
+
+const webhookColumns = `id::text, url, topics, sku_filter, location_filter, cursor_seq, paused_at, pause_reason,
+	consecutive_failures, CASE WHEN previous_secret_until > now() THEN previous_secret_until END, created_at, updated_at`
+
+func scanWebhook(r pgx.Row) (domain.WebhookEndpoint, error) {
+	var w domain.WebhookEndpoint
+	var topics []string
+	err := r.Scan(&w.ID, &w.URL, &topics, &w.SKUs, &w.Locations, &w.CursorSeq, &w.PausedAt, &w.PauseReason,
+		&w.ConsecutiveFailures, &w.PreviousSecretUntil, &w.CreatedAt, &w.UpdatedAt)
+	for _, t := range topics {
+		w.Topics = append(w.Topics, domain.WebhookTopic(t))
+	}
+	return w, err
+}
+
+func webhookNotFound(id string) error {
+	return &domain.Error{Code: domain.CodeNotFound, Field: []string{"id"}, Message: "no webhook " + id}
+}
+
+// checkWebhookURL is the URL policy: webhooks.CheckURL with the store's
+// WebhookAllowPrivate.
+func (s *Store) checkWebhookURL(u string) error { return webhooks.CheckURL(u, s.WebhookAllowPrivate) }
+
+func topicStrings(ts []domain.WebhookTopic) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// WebhookCreate registers an endpoint with a new secret. Delivery starts
+// after the newest published stock event.
+func (s *Store) WebhookCreate(ctx context.Context, in domain.CreateWebhookInput) (domain.WebhookSecret, error) {
+	if err := in.Validate(s.checkWebhookURL); err != nil {
+		return domain.WebhookSecret{}, err
+	}
+	out := domain.WebhookSecret{Secret: webhooks.NewSecret()}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints`).Scan(&n); err != nil {
+			return err
+		}
+		if n >= domain.MaxWebhookEndpoints {
+			return &domain.Error{Code: domain.CodeLimitExceeded, Message: "at most 100 webhooks"}
+		}
+		var err error
+		out.Webhook, err = scanWebhook(tx.QueryRow(ctx, `
+			INSERT INTO webhook_endpoints (url, topics, sku_filter, location_filter, secret, cursor_seq)
+			VALUES ($1, $2, $3, $4, $5, (SELECT last_seq FROM stock_events_head))
+			RETURNING `+webhookColumns,
+			in.URL, topicStrings(in.Topics), orEmpty(in.SKUs), orEmpty(in.Locations), out.Secret))
+		return err
+	})
+	return out, wrap("WebhookCreate", err)
+}
+
+// WebhookList returns every endpoint, oldest first.
+func (s *Store) WebhookList(ctx context.Context) ([]domain.WebhookEndpoint, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
+	if err != nil {
+		return nil, wrap("WebhookList", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.WebhookEndpoint, error) { return scanWebhook(r) })
+	return list, wrap("WebhookList", err)
+}
+
+// webhookUpdate runs one UPDATE … RETURNING on the endpoint id, NOT_FOUND
+// when there is none.
+func (s *Store) webhookUpdate(ctx context.Context, op, id, set string, args ...any) (domain.WebhookEndpoint, error) {
+	canonical, ok := reservationID(id)
+	if !ok {
+		return domain.WebhookEndpoint{}, webhookNotFound(id)
+	}
+	w, err := scanWebhook(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints SET `+set+`, updated_at = now()
+		WHERE id = $1 RETURNING `+webhookColumns, append([]any{canonical}, args...)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w, webhookNotFound(id)
+	}
+	return w, wrap(op, err)
+}
+
+// WebhookUpdate changes the fields that are set.
+func (s *Store) WebhookUpdate(ctx context.Context, in domain.UpdateWebhookInput) (domain.WebhookEndpoint, error) {
+	if err := in.Validate(s.checkWebhookURL); err != nil {
+		return domain.WebhookEndpoint{}, err
+	}
+	var topics []string
+	if in.Topics != nil {
+		topics = topicStrings(in.Topics)
+	}
+	return s.webhookUpdate(ctx, "WebhookUpdate", in.ID, `url = coalesce($2, url), topics = coalesce($3, topics),
+		sku_filter = coalesce($4, sku_filter), location_filter = coalesce($5, location_filter)`,
+		in.URL, topics, in.SKUs, in.Locations)
+}
+
+// WebhookPause stops deliveries; an already paused endpoint keeps its first
+// pause time and takes the new reason.
+func (s *Store) WebhookPause(ctx context.Context, id, reason string) (domain.WebhookEndpoint, error) {
+	if len(reason) > domain.MaxWebhookPauseReason {
+		return domain.WebhookEndpoint{}, domain.InvalidInput([]string{"reason"}, "at most %d characters", domain.MaxWebhookPauseReason)
+	}
+	if reason == "" {
+		reason = "paused by an admin"
+	}
+	return s.webhookUpdate(ctx, "WebhookPause", id, `paused_at = coalesce(paused_at, now()), pause_reason = $2`, reason)
+}
+
+// WebhookResume restarts deliveries after the cursor, or after the oldest
+// retained event when older ones were pruned meanwhile.
+func (s *Store) WebhookResume(ctx context.Context, id string) (domain.WebhookEndpoint, error) {
+	return s.webhookUpdate(ctx, "WebhookResume", id, `paused_at = NULL, pause_reason = NULL, consecutive_failures = 0,
+		cursor_seq = greatest(cursor_seq, (SELECT through_seq FROM stock_events_pruned))`)
+}
+
+// WebhookRotateSecret makes a new secret; the current one keeps signing next
+// to it for domain.WebhookSecretOverlap.
+func (s *Store) WebhookRotateSecret(ctx context.Context, id string) (domain.WebhookSecret, error) {
+	secret := webhooks.NewSecret()
+	w, err := s.webhookUpdate(ctx, "WebhookRotateSecret", id, `previous_secret = secret, secret = $2,
+		previous_secret_until = now() + make_interval(secs => $3)`, secret, domain.WebhookSecretOverlap.Seconds())
+	if err != nil {
+		return domain.WebhookSecret{}, err
+	}
+	return domain.WebhookSecret{Webhook: w, Secret: secret}, nil
+}
+
+// WebhookDelete removes an endpoint and its delivery log.
+func (s *Store) WebhookDelete(ctx context.Context, id string) (domain.WebhookEndpoint, error) {
+	canonical, ok := reservationID(id)
+	if !ok {
+		return domain.WebhookEndpoint{}, webhookNotFound(id)
+	}
+	w, err := scanWebhook(s.pool.QueryRow(ctx, `DELETE FROM webhook_endpoints WHERE id = $1 RETURNING `+webhookColumns, canonical))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w, webhookNotFound(id)
+	}
+	return w, wrap("WebhookDelete", err)
+}
+
+// WebhookDeliveryList is the endpoint's delivery log, newest first.
+func (s *Store) WebhookDeliveryList(ctx context.Context, endpointID string, first int, after int64) ([]domain.WebhookDelivery, error) {
+	if first < 1 || first > domain.MaxWebhookDeliveries {
+		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWebhookDeliveries)
+	}
+	canonical, ok := reservationID(endpointID)
+	if !ok {
+		return nil, webhookNotFound(endpointID)
+	}
+	var list []domain.WebhookDelivery
+	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM webhook_endpoints WHERE id = $1)`, canonical).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return webhookNotFound(endpointID)
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT id, webhook_id, event_seq, topic, attempt, status_code, latency_ms, error, at
+			FROM webhook_deliveries WHERE endpoint_id = $1 AND ($2 = 0 OR id < $2)
+			ORDER BY id DESC LIMIT $3`, canonical, after, first)
+		if err != nil {
+			return err
+		}
+		list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.WebhookDelivery, error) {
+			var d domain.WebhookDelivery
+			err := r.Scan(&d.ID, &d.WebhookID, &d.EventSeq, &d.Topic, &d.Attempt, &d.StatusCode, &d.LatencyMs, &d.Error, &d.At)
+			return d, err
+		})
+		return err
+	})
+	return list, wrap("WebhookDeliveryList", err)
+}
+
+// WebhookTarget is what delivery needs of an endpoint.
+type WebhookTarget struct {
+	ID      string
+	URL     string
+	Secrets []string // the current secret, then the previous one during a rotation
+	Paused  bool
+	// Cursor is the seq delivered up to.
+	Cursor int64
+}
+
+// WebhooksDue lists the endpoints that are not paused and have published
+// stock events after their cursor.
+func (s *Store) WebhooksDue(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id::text FROM webhook_endpoints
+		WHERE paused_at IS NULL AND cursor_seq < (SELECT last_seq FROM stock_events_head) ORDER BY id`)
+	if err != nil {
+		return nil, wrap("WebhooksDue", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, wrap("WebhooksDue", err)
+}
+
+// WebhookPending reads the endpoint and the published stock events after its
+// cursor, up to window seqs further (seq is dense, so the events read are
+// exactly those through scanned), keeping those its topics and filters
+// select. A cursor older than the retained events is *domain.ErrCursorExpired.
+// An endpoint that no longer exists is NOT_FOUND.
+func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t WebhookTarget, events []domain.StockEvent, scanned int64, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		var topics, skus, locations []string
+		var secret string
+		var prev *string
+		var head, pruned int64
+		err := tx.QueryRow(ctx, `
+			SELECT id::text, url, secret, CASE WHEN previous_secret_until > now() THEN previous_secret END,
+			       paused_at IS NOT NULL, cursor_seq, topics, sku_filter, location_filter,
+			       (SELECT last_seq FROM stock_events_head), (SELECT through_seq FROM stock_events_pruned)
+			FROM webhook_endpoints WHERE id = $1::uuid`, id).Scan(&t.ID, &t.URL, &secret, &prev, &t.Paused, &t.Cursor,
+			&topics, &skus, &locations, &head, &pruned)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return webhookNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		t.Secrets = []string{secret}
+		if prev != nil {
+			t.Secrets = append(t.Secrets, *prev)
+		}
+		if t.Cursor < pruned {
+			return &domain.ErrCursorExpired{After: t.Cursor, OldestKept: pruned}
+		}
+		scanned = min(head, t.Cursor+int64(window))
+		if t.Paused || scanned <= t.Cursor || !containsTopic(topics, domain.TopicStockChanged) {
+			return nil
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT e.seq, s.code, l.code, e.cause, e.on_hand, e.reserved, e.at
+			FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
+			WHERE e.seq > $1 AND e.seq <= $2
+			  AND (cardinality($3::text[]) = 0 OR s.code = ANY($3))
+			  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
+			ORDER BY e.seq`, t.Cursor, scanned, skus, locations)
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.StockEvent, error) {
+			var e domain.StockEvent
+			var cause string
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At)
+			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
+			return e, err
+		})
+		return err
+	})
+	return t, events, scanned, wrap("WebhookPending", err)
+}
+
+func containsTopic(topics []string, t domain.WebhookTopic) bool {
+	for _, x := range topics {
+		if x == string(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookAttempt is one delivery attempt to record.
+type WebhookAttempt struct {
+	WebhookID  string
+	EventSeq   *int64
+	Topic      string
+	StatusCode *int
+	Latency    time.Duration
+	Error      *string
+}
+
+// WebhookDelivered records a successful attempt and moves the cursor to
+// through (never backwards), resetting the failure count.
+func (s *Store) WebhookDelivered(ctx context.Context, id string, a WebhookAttempt, through int64) error {
+	return wrap("WebhookDelivered", s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := insertAttempt(ctx, tx, id, a); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET cursor_seq = greatest(cursor_seq, $2), consecutive_failures = 0
+			WHERE id = $1::uuid`, id, through)
+		return err
+	}))
+}
+
+// WebhookAdvance moves the cursor past events the endpoint does not select.
+func (s *Store) WebhookAdvance(ctx context.Context, id string, through int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE webhook_endpoints SET cursor_seq = greatest(cursor_seq, $2) WHERE id = $1::uuid`, id, through)
+	return wrap("WebhookAdvance", err)
+}
+
+// WebhookFailed records a failed attempt; at pauseAfter consecutive failures
+// it pauses the endpoint with the attempt's error as the reason and reports
+// paused.
+func (s *Store) WebhookFailed(ctx context.Context, id string, a WebhookAttempt, pauseAfter int) (paused bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := insertAttempt(ctx, tx, id, a); err != nil {
+			return err
+		}
+		reason := "delivery failed"
+		if a.Error != nil {
+			reason = *a.Error
+		}
+		return tx.QueryRow(ctx, `
+			UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
+			       paused_at = CASE WHEN consecutive_failures + 1 >= $2 THEN coalesce(paused_at, now()) ELSE paused_at END,
+			       pause_reason = CASE WHEN consecutive_failures + 1 >= $2 AND paused_at IS NULL
+			                           THEN format('%s consecutive failed deliveries; last: %s', consecutive_failures + 1, $3::text)
+			                           ELSE pause_reason END
+			WHERE id = $1::uuid RETURNING paused_at IS NOT NULL`, id, pauseAfter, reason).Scan(&paused)
+	})
+	return paused, wrap("WebhookFailed", err)
+}
+
+// WebhookPauseFor pauses an endpoint from delivery (e.g. its cursor expired).
+func (s *Store) WebhookPauseFor(ctx context.Context, id, reason string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE webhook_endpoints SET paused_at = coalesce(paused_at, now()), pause_reason = $2, updated_at = now()
+		WHERE id = $1::uuid`, id, reason)
+	return wrap("WebhookPauseFor", err)
+}
+
+func insertAttempt(ctx context.Context, tx pgx.Tx, id string, a WebhookAttempt) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO webhook_deliveries (endpoint_id, webhook_id, event_seq, topic, attempt, status_code, latency_ms, error)
+		SELECT $1::uuid, $2, $3, $4,
+		       1 + (SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1::uuid AND webhook_id = $2),
+		       $5, $6, $7
+		WHERE EXISTS (SELECT FROM webhook_endpoints WHERE id = $1::uuid)`,
+		id, a.WebhookID, a.EventSeq, a.Topic, a.StatusCode, int(a.Latency.Milliseconds()), a.Error)
+	return err
+}

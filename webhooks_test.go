@@ -1,0 +1,132 @@
+package main
+
+import (
+	"testing"
+
+	"inventory/webhooks"
+)
+
+const webhookFields = `id url topics skus locations cursorSeq paused pauseReason consecutiveFailures previousSecretUntil`
+
+type webhookJSON struct {
+	ID                  string   `json:"id"`
+	URL                 string   `json:"url"`
+	Topics              []string `json:"topics"`
+	SKUs                []string `json:"skus"`
+	Locations           []string `json:"locations"`
+	Paused              bool     `json:"paused"`
+	PauseReason         *string  `json:"pauseReason"`
+	PreviousSecretUntil *string  `json:"previousSecretUntil"`
+}
+
+type webhookPayloadJSON struct {
+	Webhook    *webhookJSON `json:"webhook"`
+	Secret     *string      `json:"secret"`
+	UserErrors []struct {
+		Code  string   `json:"code"`
+		Field []string `json:"field"`
+	} `json:"userErrors"`
+}
+
+// Admins manage webhooks through GraphQL: create (secret shown once), list,
+// update, pause, resume, rotate, delete; URLs are checked; others are refused.
+func TestWebhookManagement(t *testing.T) {
+	ts := setup(t)
+	create := `mutation($in: CreateWebhookInput!) { createWebhook(input: $in) { secret webhook { ` + webhookFields + ` } userErrors { code field } } }`
+
+	if r := ts.gql(ts.service, create, map[string]any{"in": map[string]any{"url": "https://example.com/h", "topics": []string{"STOCK_CHANGED"}}}); r.errorCode() != "FORBIDDEN" {
+		t.Fatalf("service key: %+v", r.Errors)
+	}
+	for _, bad := range []string{"http://127.0.0.1:9/h", "http://localhost/h", "ftp://example.com/", "https://u:p@example.com/", "http://10.0.0.1/", "http://169.254.169.254/"} {
+		var p webhookPayloadJSON
+		ts.mustData(ts.gql(ts.admin, create, map[string]any{"in": map[string]any{"url": bad, "topics": []string{"STOCK_CHANGED"}}}), "createWebhook", &p)
+		if p.Webhook != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" {
+			t.Fatalf("%s: %+v", bad, p)
+		}
+	}
+	var p webhookPayloadJSON
+	ts.mustData(ts.gql(ts.admin, create, map[string]any{"in": map[string]any{"url": "https://example.com/h", "topics": []string{}}}), "createWebhook", &p)
+	if len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" {
+		t.Fatalf("no topics: %+v", p)
+	}
+
+	ts.mustData(ts.gql(ts.admin, create, map[string]any{"in": map[string]any{"url": "https://example.com/h", "topics": []string{"STOCK_CHANGED"}, "skus": []string{"A"}}}), "createWebhook", &p)
+	if p.Webhook == nil || p.Secret == nil || len(p.UserErrors) != 0 || p.Webhook.Paused || p.Webhook.URL != "https://example.com/h" {
+		t.Fatalf("create: %+v", p)
+	}
+	secret, id := *p.Secret, p.Webhook.ID
+	if sig := webhooks.Sign(secret, "x", 1, nil); sig == "" {
+		t.Fatal("secret does not sign")
+	}
+
+	var list []webhookJSON
+	ts.mustData(ts.gql(ts.admin, `{ webhooks { `+webhookFields+` } }`, nil), "webhooks", &list)
+	if len(list) != 1 || list[0].ID != id || len(list[0].SKUs) != 1 {
+		t.Fatalf("list: %+v", list)
+	}
+	if r := ts.gql(ts.service, `{ webhooks { id } }`, nil); r.errorCode() != "FORBIDDEN" {
+		t.Fatalf("service list: %+v", r.Errors)
+	}
+
+	update := `mutation($in: UpdateWebhookInput!) { updateWebhook(input: $in) { webhook { ` + webhookFields + ` } userErrors { code field } } }`
+	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "skus": []string{}, "locations": []string{"AMS"}}}), "updateWebhook", &p)
+	if p.Webhook == nil || len(p.Webhook.SKUs) != 0 || len(p.Webhook.Locations) != 1 || p.Webhook.URL != "https://example.com/h" {
+		t.Fatalf("update: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "url": "http://192.168.1.1/"}}), "updateWebhook", &p)
+	if p.Webhook != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" {
+		t.Fatalf("update to a private URL: %+v", p)
+	}
+
+	ts.mustData(ts.gql(ts.admin, `mutation($id: ID!) { pauseWebhook(id: $id, reason: "maintenance") { webhook { `+webhookFields+` } userErrors { code } } }`,
+		map[string]any{"id": id}), "pauseWebhook", &p)
+	if p.Webhook == nil || !p.Webhook.Paused || p.Webhook.PauseReason == nil || *p.Webhook.PauseReason != "maintenance" {
+		t.Fatalf("pause: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, `mutation($id: ID!) { resumeWebhook(id: $id) { webhook { `+webhookFields+` } userErrors { code } } }`,
+		map[string]any{"id": id}), "resumeWebhook", &p)
+	if p.Webhook == nil || p.Webhook.Paused || p.Webhook.PauseReason != nil {
+		t.Fatalf("resume: %+v", p)
+	}
+
+	ts.mustData(ts.gql(ts.admin, `mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret webhook { `+webhookFields+` } userErrors { code } } }`,
+		map[string]any{"id": id}), "rotateWebhookSecret", &p)
+	if p.Secret == nil || *p.Secret == secret || p.Webhook == nil || p.Webhook.PreviousSecretUntil == nil {
+		t.Fatalf("rotate: %+v", p)
+	}
+
+	var deliveries []map[string]any
+	ts.mustData(ts.gql(ts.admin, `query($id: ID!) { webhookDeliveries(endpointId: $id, first: 10) { id webhookId attempt statusCode latencyMs error } }`,
+		map[string]any{"id": id}), "webhookDeliveries", &deliveries)
+	if len(deliveries) != 0 {
+		t.Fatalf("deliveries: %v", deliveries)
+	}
+	if r := ts.gql(ts.admin, `query($id: ID!) { webhookDeliveries(endpointId: $id, first: 1000) { id } }`, map[string]any{"id": id}); r.errorCode() != "BAD_REQUEST" {
+		t.Fatalf("first 1000: %+v", r.Errors)
+	}
+
+	del := `mutation($id: ID!) { deleteWebhook(id: $id) { webhook { id } userErrors { code } } }`
+	ts.mustData(ts.gql(ts.admin, del, map[string]any{"id": id}), "deleteWebhook", &p)
+	if p.Webhook == nil || p.Webhook.ID != id {
+		t.Fatalf("delete: %+v", p)
+	}
+	for _, missing := range []string{id, "not-a-uuid"} {
+		ts.mustData(ts.gql(ts.admin, del, map[string]any{"id": missing}), "deleteWebhook", &p)
+		if p.Webhook != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "NOT_FOUND" {
+			t.Fatalf("delete %s again: %+v", missing, p)
+		}
+	}
+	if n := ts.count("SELECT count(*) FROM webhook_endpoints"); n != 0 {
+		t.Fatalf("%d endpoints left", n)
+	}
+}
+
+// With INVENTORY_WEBHOOK_ALLOW_PRIVATE=true a loopback URL is accepted.
+func TestWebhookAllowPrivate(t *testing.T) {
+	ts := setupWith(t, map[string]string{"INVENTORY_WEBHOOK_ALLOW_PRIVATE": "true"})
+	var p webhookPayloadJSON
+	ts.mustData(ts.gql(ts.admin, `mutation { createWebhook(input: {url: "http://127.0.0.1:9/h", topics: [STOCK_CHANGED]}) { secret webhook { id } userErrors { code } } }`, nil), "createWebhook", &p)
+	if p.Webhook == nil || len(p.UserErrors) != 0 {
+		t.Fatalf("create: %+v", p)
+	}
+}
