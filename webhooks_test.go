@@ -6,7 +6,7 @@ import (
 	"inventory/webhooks"
 )
 
-const webhookFields = `id url topics skus locations cursorSeq paused pauseReason consecutiveFailures previousSecretUntil`
+const webhookFields = `id url topics skus locations lowStockThreshold cursorSeq paused pauseReason consecutiveFailures previousSecretUntil`
 
 type webhookJSON struct {
 	ID                  string   `json:"id"`
@@ -14,6 +14,7 @@ type webhookJSON struct {
 	Topics              []string `json:"topics"`
 	SKUs                []string `json:"skus"`
 	Locations           []string `json:"locations"`
+	LowStockThreshold   int      `json:"lowStockThreshold"`
 	Paused              bool     `json:"paused"`
 	PauseReason         *string  `json:"pauseReason"`
 	PreviousSecretUntil *string  `json:"previousSecretUntil"`
@@ -51,7 +52,8 @@ func TestWebhookManagement(t *testing.T) {
 	}
 
 	ts.mustData(ts.gql(ts.admin, create, map[string]any{"in": map[string]any{"url": "https://example.com/h", "topics": []string{"STOCK_CHANGED"}, "skus": []string{"A"}}}), "createWebhook", &p)
-	if p.Webhook == nil || p.Secret == nil || len(p.UserErrors) != 0 || p.Webhook.Paused || p.Webhook.URL != "https://example.com/h" {
+	if p.Webhook == nil || p.Secret == nil || len(p.UserErrors) != 0 || p.Webhook.Paused || p.Webhook.URL != "https://example.com/h" ||
+		p.Webhook.LowStockThreshold != 5 {
 		t.Fatalf("create: %+v", p)
 	}
 	secret, id := *p.Secret, p.Webhook.ID
@@ -72,6 +74,15 @@ func TestWebhookManagement(t *testing.T) {
 	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "skus": []string{}, "locations": []string{"AMS"}}}), "updateWebhook", &p)
 	if p.Webhook == nil || len(p.Webhook.SKUs) != 0 || len(p.Webhook.Locations) != 1 || p.Webhook.URL != "https://example.com/h" {
 		t.Fatalf("update: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "lowStockThreshold": 12,
+		"topics": []string{"STOCK_LOW", "STOCK_OUT", "STOCK_BACK_IN", "RESERVATION_EXPIRED", "RESERVATION_CONFIRMED", "PREORDER_ALLOCATED"}}}), "updateWebhook", &p)
+	if p.Webhook == nil || p.Webhook.LowStockThreshold != 12 || len(p.Webhook.Topics) != 6 || len(p.Webhook.Locations) != 1 {
+		t.Fatalf("update threshold and topics: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "lowStockThreshold": -1}}), "updateWebhook", &p)
+	if p.Webhook != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" {
+		t.Fatalf("negative threshold: %+v", p)
 	}
 	ts.mustData(ts.gql(ts.admin, update, map[string]any{"in": map[string]any{"id": id, "url": "http://192.168.1.1/"}}), "updateWebhook", &p)
 	if p.Webhook != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" {

@@ -15,9 +15,34 @@ const (
 	// TopicStockChanged is every published stock event, filtered by the
 	// endpoint's SKUs and locations.
 	TopicStockChanged WebhookTopic = "STOCK_CHANGED"
+	// TopicStockLow is a balance's available falling from above the
+	// endpoint's LowStockThreshold to at or below it.
+	TopicStockLow WebhookTopic = "STOCK_LOW"
+	// TopicStockOut is a balance's available falling from above 0 to 0 or
+	// below.
+	TopicStockOut WebhookTopic = "STOCK_OUT"
+	// TopicStockBackIn is a balance's available rising from 0 or below to
+	// above 0.
+	TopicStockBackIn WebhookTopic = "STOCK_BACK_IN"
+	// TopicReservationExpired is a reservation that expired: one delivery
+	// per reservation, at its first EXPIRED event the endpoint selects.
+	TopicReservationExpired WebhookTopic = "RESERVATION_EXPIRED"
+	// TopicReservationConfirmed is a confirmed reservation, likewise.
+	TopicReservationConfirmed WebhookTopic = "RESERVATION_CONFIRMED"
+	// TopicPreorderAllocated is stock received allocated to pre-orders: one
+	// delivery per PREORDER_ALLOCATED event (per balance and order line).
+	TopicPreorderAllocated WebhookTopic = "PREORDER_ALLOCATED"
 )
 
-var topicNames = map[WebhookTopic]string{TopicStockChanged: "stock.changed"}
+var topicNames = map[WebhookTopic]string{
+	TopicStockChanged:         "stock.changed",
+	TopicStockLow:             "stock.low",
+	TopicStockOut:             "stock.out",
+	TopicStockBackIn:          "stock.back_in",
+	TopicReservationExpired:   "reservation.expired",
+	TopicReservationConfirmed: "reservation.confirmed",
+	TopicPreorderAllocated:    "preorder.allocated",
+}
 
 // Name is the topic as a delivery's "type" carries it, e.g. "stock.changed".
 func (t WebhookTopic) Name() string { return topicNames[t] }
@@ -29,6 +54,10 @@ const (
 	MaxWebhookDeliveries  = 100 // delivery log entries in one answer
 	MaxWebhookPauseReason = 500
 	MaxWebhookEndpoints   = 100
+	// DefaultLowStockThreshold is an endpoint's stock.low threshold when
+	// none is given.
+	DefaultLowStockThreshold = 5
+	MaxLowStockThreshold     = 1_000_000_000
 )
 
 // WebhookEndpoint is an admin-registered receiver of outbound webhooks.
@@ -38,6 +67,9 @@ type WebhookEndpoint struct {
 	Topics    []WebhookTopic
 	SKUs      []string // empty: every SKU
 	Locations []string // empty: every location
+	// LowStockThreshold: stock.low fires when available falls from above it
+	// to at or below it.
+	LowStockThreshold int
 	// CursorSeq is the stock event seq delivered up to: delivery resumes
 	// after it, across restarts and pauses.
 	CursorSeq           int64
@@ -67,6 +99,8 @@ type CreateWebhookInput struct {
 	Topics    []WebhookTopic
 	SKUs      []string
 	Locations []string
+	// LowStockThreshold: DefaultLowStockThreshold when nil.
+	LowStockThreshold *int
 }
 
 // UpdateWebhookInput changes an endpoint; nil fields stay as they are, an
@@ -77,6 +111,8 @@ type UpdateWebhookInput struct {
 	Topics    []WebhookTopic
 	SKUs      []string
 	Locations []string
+	// LowStockThreshold: unchanged when nil.
+	LowStockThreshold *int
 }
 
 // Validate checks the input; checkURL is the URL policy in force (scheme,
@@ -88,7 +124,17 @@ func (in CreateWebhookInput) Validate(checkURL func(string) error) error {
 	if len(in.Topics) == 0 {
 		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
 	}
+	if err := validateThreshold(in.LowStockThreshold); err != nil {
+		return err
+	}
 	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)
+}
+
+func validateThreshold(t *int) error {
+	if t != nil && (*t < 0 || *t > MaxLowStockThreshold) {
+		return InvalidInput([]string{"input", "lowStockThreshold"}, "must be between 0 and %d", MaxLowStockThreshold)
+	}
+	return nil
 }
 
 // Validate checks the fields that are set.
@@ -100,6 +146,9 @@ func (in UpdateWebhookInput) Validate(checkURL func(string) error) error {
 	}
 	if in.Topics != nil && len(in.Topics) == 0 {
 		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
+	}
+	if err := validateThreshold(in.LowStockThreshold); err != nil {
+		return err
 	}
 	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)
 }
@@ -146,8 +195,19 @@ type WebhookDelivery struct {
 	At         time.Time
 }
 
-// WebhookEventID is the stable webhook-id of stock event seq.
+// WebhookEventID is the stable webhook-id of the stock.changed delivery of
+// stock event seq.
 func WebhookEventID(seq int64) string { return fmt.Sprintf("evt_%d", seq) }
+
+// WebhookMessageID is the stable webhook-id of the delivery of topic for
+// stock event seq: evt_<seq> for stock.changed, evt_<seq>.<topic name> for
+// the others (one event can be delivered under several topics).
+func WebhookMessageID(seq int64, t WebhookTopic) string {
+	if t == TopicStockChanged {
+		return WebhookEventID(seq)
+	}
+	return fmt.Sprintf("evt_%d.%s", seq, t.Name())
+}
 
 // Webhooks manages outbound webhook endpoints. Unknown ids are NOT_FOUND.
 // Implemented by store.Store.

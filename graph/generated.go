@@ -280,6 +280,7 @@ type ComplexityRoot struct {
 		CursorSeq           func(childComplexity int) int
 		ID                  func(childComplexity int) int
 		Locations           func(childComplexity int) int
+		LowStockThreshold   func(childComplexity int) int
 		PauseReason         func(childComplexity int) int
 		Paused              func(childComplexity int) int
 		PausedAt            func(childComplexity int) int
@@ -1467,6 +1468,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEndpoint.Locations(childComplexity), true
+	case "WebhookEndpoint.lowStockThreshold":
+		if e.ComplexityRoot.WebhookEndpoint.LowStockThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.LowStockThreshold(childComplexity), true
 	case "WebhookEndpoint.pauseReason":
 		if e.ComplexityRoot.WebhookEndpoint.PauseReason == nil {
 			break
@@ -2130,6 +2137,18 @@ type Mutation {
 enum WebhookTopic {
   "Every stock event (type stock.changed), narrowed by the endpoint's skus and locations."
   STOCK_CHANGED
+  "A balance's available falling from above the endpoint's lowStockThreshold to at or below it (type stock.low)."
+  STOCK_LOW
+  "A balance's available falling from above 0 to 0 or below (type stock.out)."
+  STOCK_OUT
+  "A balance's available rising from 0 or below to above 0 (type stock.back_in)."
+  STOCK_BACK_IN
+  "A reservation expired (type reservation.expired): one delivery per reservation, with its lines."
+  RESERVATION_EXPIRED
+  "A reservation was confirmed (type reservation.confirmed): one delivery per reservation, with its lines."
+  RESERVATION_CONFIRMED
+  "Received stock allocated to waiting pre-orders (type preorder.allocated): one delivery per PREORDER_ALLOCATED stock event."
+  PREORDER_ALLOCATED
 }
 
 "An outbound webhook receiver. Deliveries follow the stock event stream after cursorSeq, in seq order, signed per Standard Webhooks."
@@ -2141,6 +2160,8 @@ type WebhookEndpoint {
   skus: [String!]!
   "Location codes whose events are sent; empty: every location."
   locations: [String!]!
+  "STOCK_LOW fires when a balance's available falls from above this to at or below it. One threshold for every SKU."
+  lowStockThreshold: Int!
   "The stock event seq delivered up to."
   cursorSeq: Int64!
   paused: Boolean!
@@ -2162,6 +2183,8 @@ input CreateWebhookInput {
   skus: [String!]
   "At most 100 location codes; empty or absent: every location."
   locations: [String!]
+  "The STOCK_LOW threshold, 0 to 1000000000, for every SKU (per-SKU thresholds are not supported)."
+  lowStockThreshold: Int = 5
 }
 
 input UpdateWebhookInput {
@@ -2172,6 +2195,7 @@ input UpdateWebhookInput {
   skus: [String!]
   "An empty list removes the filter."
   locations: [String!]
+  lowStockThreshold: Int
 }
 
 type WebhookPayload {
@@ -2189,7 +2213,7 @@ type WebhookSecretPayload {
 "One attempt to deliver one event."
 type WebhookDelivery {
   id: ID!
-  "The webhook-id header, the same for every attempt of one event (evt_<seq>)."
+  "The webhook-id header, the same for every attempt of one event and topic (evt_<seq> for stock.changed, evt_<seq>.<type> for the others)."
   webhookId: String!
   eventSeq: Int64
   "The delivery's type, e.g. stock.changed."
@@ -2617,6 +2641,8 @@ func (ec *executionContext) childFields_WebhookEndpoint(ctx context.Context, fie
 		return ec.fieldContext_WebhookEndpoint_skus(ctx, field)
 	case "locations":
 		return ec.fieldContext_WebhookEndpoint_locations(ctx, field)
+	case "lowStockThreshold":
+		return ec.fieldContext_WebhookEndpoint_lowStockThreshold(ctx, field)
 	case "cursorSeq":
 		return ec.fieldContext_WebhookEndpoint_cursorSeq(ctx, field)
 	case "paused":
@@ -7827,6 +7853,29 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_locations(_ context.Con
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
 }
 
+func (ec *executionContext) _WebhookEndpoint_lowStockThreshold(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEndpoint_lowStockThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LowStockThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEndpoint_lowStockThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Int")
+}
+
 func (ec *executionContext) _WebhookEndpoint_cursorSeq(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9491,7 +9540,11 @@ func (ec *executionContext) unmarshalInputCreateWebhookInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"url", "topics", "skus", "locations"}
+	if _, present := asMap["lowStockThreshold"]; !present {
+		asMap["lowStockThreshold"] = 5
+	}
+
+	fieldsInOrder := [...]string{"url", "topics", "skus", "locations", "lowStockThreshold"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9526,6 +9579,13 @@ func (ec *executionContext) unmarshalInputCreateWebhookInput(ctx context.Context
 				return it, err
 			}
 			it.Locations = data
+		case "lowStockThreshold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lowStockThreshold"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.LowStockThreshold = data
 		}
 	}
 	return it, nil
@@ -10139,7 +10199,7 @@ func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"id", "url", "topics", "skus", "locations"}
+	fieldsInOrder := [...]string{"id", "url", "topics", "skus", "locations", "lowStockThreshold"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10181,6 +10241,13 @@ func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context
 				return it, err
 			}
 			it.Locations = data
+		case "lowStockThreshold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lowStockThreshold"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.LowStockThreshold = data
 		}
 	}
 	return it, nil
@@ -11835,6 +11902,11 @@ func (ec *executionContext) _WebhookEndpoint(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "lowStockThreshold":
+			out.Values[i] = ec._WebhookEndpoint_lowStockThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "cursorSeq":
 			out.Values[i] = ec._WebhookEndpoint_cursorSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -13077,10 +13149,22 @@ func (ec *executionContext) marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTop
 
 var (
 	unmarshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[string]domain.WebhookTopic{
-		"STOCK_CHANGED": domain.TopicStockChanged,
+		"STOCK_CHANGED":         domain.TopicStockChanged,
+		"STOCK_LOW":             domain.TopicStockLow,
+		"STOCK_OUT":             domain.TopicStockOut,
+		"STOCK_BACK_IN":         domain.TopicStockBackIn,
+		"RESERVATION_EXPIRED":   domain.TopicReservationExpired,
+		"RESERVATION_CONFIRMED": domain.TopicReservationConfirmed,
+		"PREORDER_ALLOCATED":    domain.TopicPreorderAllocated,
 	}
 	marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[domain.WebhookTopic]string{
-		domain.TopicStockChanged: "STOCK_CHANGED",
+		domain.TopicStockChanged:         "STOCK_CHANGED",
+		domain.TopicStockLow:             "STOCK_LOW",
+		domain.TopicStockOut:             "STOCK_OUT",
+		domain.TopicStockBackIn:          "STOCK_BACK_IN",
+		domain.TopicReservationExpired:   "RESERVATION_EXPIRED",
+		domain.TopicReservationConfirmed: "RESERVATION_CONFIRMED",
+		domain.TopicPreorderAllocated:    "PREORDER_ALLOCATED",
 	}
 )
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,7 +25,7 @@ import (
 // WebhookStore is what webhook delivery reads and records. store.Store is one.
 type WebhookStore interface {
 	WebhooksDue(ctx context.Context) ([]string, error)
-	WebhookPending(ctx context.Context, id string, window int) (store.WebhookTarget, []domain.StockEvent, int64, error)
+	WebhookPending(ctx context.Context, id string, window int) (store.WebhookTarget, []store.WebhookEvent, int64, error)
 	WebhookDelivered(ctx context.Context, id string, a store.WebhookAttempt, through int64) error
 	WebhookAdvance(ctx context.Context, id string, through int64) error
 	WebhookFailed(ctx context.Context, id string, a store.WebhookAttempt, pauseAfter int) (bool, error)
@@ -116,7 +117,8 @@ type WebhookDeliverWorker struct {
 	OnAttempt func(ok bool, latency time.Duration)
 	Logger    *slog.Logger
 
-	client *http.Client
+	clientOnce sync.Once
+	client     *http.Client
 }
 
 // Timeout leaves room for a pass of deliveries.
@@ -139,15 +141,16 @@ func (w *WebhookDeliverWorker) attemptTimeout() time.Duration {
 	return WebhookAttemptTimeout
 }
 
+// httpClient is made once: endpoints are delivered to concurrently.
 func (w *WebhookDeliverWorker) httpClient() *http.Client {
-	if w.client == nil {
+	w.clientOnce.Do(func() {
 		w.client = &http.Client{
 			// No proxy: the dialer must see the address actually reached.
 			Transport: &http.Transport{Proxy: nil, DialContext: webhooks.DialContext(w.AllowPrivate, w.attemptTimeout()),
 				MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
-	}
+	})
 	return w.client
 }
 
@@ -169,10 +172,19 @@ func (w *WebhookDeliverWorker) Work(ctx context.Context, job *river.Job[WebhookD
 			return nil
 		}
 		for _, e := range events {
-			if err := w.deliver(ctx, t, e); errors.Is(err, errPaused) {
-				return nil // the cursor stays before e: resuming delivers it first
-			} else if err != nil {
-				return err
+			msgs := WebhookMessages(t, e)
+			for i, m := range msgs {
+				// The cursor passes e only with its last delivery: a retry
+				// resends e's earlier ones too (same webhook-ids).
+				through := e.Seq - 1
+				if i == len(msgs)-1 {
+					through = e.Seq
+				}
+				if err := w.deliver(ctx, t, e.Seq, m, through); errors.Is(err, errPaused) {
+					return nil // the cursor stays before e: resuming delivers it first
+				} else if err != nil {
+					return err
+				}
 			}
 		}
 		if err := w.Store.WebhookAdvance(ctx, id, scanned); err != nil {
@@ -187,7 +199,8 @@ func isNotFound(err error) bool {
 	return ok && e.Code == domain.CodeNotFound
 }
 
-// stockChangedData is the data of a stock.changed delivery.
+// stockChangedData is the data of a stock.changed or preorder.allocated
+// delivery.
 type stockChangedData struct {
 	Seq       int64     `json:"seq"`
 	SKU       string    `json:"sku"`
@@ -199,28 +212,101 @@ type stockChangedData struct {
 	At        time.Time `json:"at"`
 }
 
-// WebhookBody is a delivery's JSON body: the same bytes for every attempt.
+// stockLevelData is the data of a stock.low, stock.out or stock.back_in
+// delivery.
+type stockLevelData struct {
+	stockChangedData
+	PreviousAvailable int  `json:"previousAvailable"`
+	Threshold         *int `json:"threshold,omitempty"` // stock.low only
+}
+
+// reservationData is the data of a reservation.expired or
+// reservation.confirmed delivery.
+type reservationData struct {
+	Seq           int64               `json:"seq"`
+	ReservationID string              `json:"reservationId"`
+	At            time.Time           `json:"at"`
+	Lines         []store.WebhookLine `json:"lines"`
+}
+
+func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
+	b, _ := json.Marshal(struct { //nolint:errchkjson // plain structs, cannot fail
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      any       `json:"data"`
+	}{topic.Name(), at.UTC(), data})
+	return b
+}
+
+func changedData(e domain.StockEvent) stockChangedData {
+	return stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause), e.OnHand, e.Reserved, e.Available(), e.At.UTC()}
+}
+
+// WebhookBody is the body of event e's stock.changed delivery: the same bytes
+// for every attempt.
 func WebhookBody(e domain.StockEvent) []byte {
-	body, _ := json.Marshal(struct { //nolint:errchkjson // plain struct, cannot fail
-		Type      string           `json:"type"`
-		Timestamp time.Time        `json:"timestamp"`
-		Data      stockChangedData `json:"data"`
-	}{domain.TopicStockChanged.Name(), e.At.UTC(), stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause),
-		e.OnHand, e.Reserved, e.Available(), e.At.UTC()}})
-	return body
+	return body(domain.TopicStockChanged, e.At, changedData(e))
+}
+
+// WebhookMessage is one delivery of one event under one topic.
+type WebhookMessage struct {
+	Topic domain.WebhookTopic
+	ID    string // webhook-id
+	Body  []byte
+}
+
+// WebhookMessages are the deliveries event e makes to endpoint t, in topic
+// order: stock.changed, stock.low, stock.out, stock.back_in,
+// reservation.expired, reservation.confirmed, preorder.allocated.
+func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessage {
+	var out []WebhookMessage
+	add := func(topic domain.WebhookTopic, data any) {
+		if t.Has(topic) {
+			out = append(out, WebhookMessage{topic, domain.WebhookMessageID(e.Seq, topic), body(topic, e.At, data)})
+		}
+	}
+	add(domain.TopicStockChanged, changedData(e.StockEvent))
+	if p := e.PreviousAvailable; p != nil {
+		now, low := e.Available(), t.LowStockThreshold
+		level := stockLevelData{stockChangedData: changedData(e.StockEvent), PreviousAvailable: *p}
+		if *p > low && now <= low {
+			withThreshold := level
+			withThreshold.Threshold = &low
+			add(domain.TopicStockLow, withThreshold)
+		}
+		if *p > 0 && now <= 0 {
+			add(domain.TopicStockOut, level)
+		}
+		if *p <= 0 && now > 0 {
+			add(domain.TopicStockBackIn, level)
+		}
+	}
+	if e.FirstOfReservation && e.ReservationID != nil {
+		data := reservationData{e.Seq, *e.ReservationID, e.At.UTC(), e.Lines}
+		switch e.Cause {
+		case domain.CauseExpired:
+			add(domain.TopicReservationExpired, data)
+		case domain.CauseConfirmed:
+			add(domain.TopicReservationConfirmed, data)
+		}
+	}
+	if e.Cause == domain.CausePreorderAllocated {
+		add(domain.TopicPreorderAllocated, changedData(e.StockEvent))
+	}
+	return out
 }
 
 // errPaused is a failed delivery that paused the endpoint.
 var errPaused = errors.New("webhook endpoint paused")
 
-// deliver posts one event and records the attempt. It returns nil when the
-// receiver answered 2xx, errPaused when the failure paused the endpoint.
-func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarget, e domain.StockEvent) error {
-	msgID := domain.WebhookEventID(e.Seq)
-	seq := e.Seq
-	a := store.WebhookAttempt{WebhookID: msgID, EventSeq: &seq, Topic: domain.TopicStockChanged.Name()}
+// deliver posts one message of event seq and records the attempt, moving the
+// cursor to through on success. It returns nil when the receiver answered
+// 2xx, errPaused when the failure paused the endpoint.
+func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarget, seq int64, m WebhookMessage, through int64) error {
+	msgID := m.ID
+	a := store.WebhookAttempt{WebhookID: msgID, EventSeq: &seq, Topic: m.Topic.Name()}
 	start := time.Now()
-	status, err := w.post(ctx, t, msgID, WebhookBody(e))
+	status, err := w.post(ctx, t, msgID, m.Body)
 	a.Latency = time.Since(start)
 	if status != 0 {
 		a.StatusCode = &status
@@ -229,7 +315,7 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 		w.OnAttempt(err == nil, a.Latency)
 	}
 	if err == nil {
-		return w.Store.WebhookDelivered(ctx, t.ID, a, e.Seq)
+		return w.Store.WebhookDelivered(ctx, t.ID, a, through)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down or out of time: not the receiver's fault

@@ -181,6 +181,7 @@ func (r *mutationResolver) CreateWebhook(ctx context.Context, input model.Create
 	}
 	res, ue, err := outcome(r.Webhooks.WebhookCreate(ctx, domain.CreateWebhookInput{
 		URL: input.URL, Topics: input.Topics, SKUs: input.Skus, Locations: input.Locations,
+		LowStockThreshold: input.LowStockThreshold,
 	}))
 	return secretPayload(res, ue), err
 }
@@ -192,6 +193,7 @@ func (r *mutationResolver) UpdateWebhook(ctx context.Context, input model.Update
 	}
 	w, ue, err := outcome(r.Webhooks.WebhookUpdate(ctx, domain.UpdateWebhookInput{
 		ID: input.ID, URL: input.URL, Topics: input.Topics, SKUs: input.Skus, Locations: input.Locations,
+		LowStockThreshold: input.LowStockThreshold,
 	}))
 	return &model.WebhookPayload{Webhook: w, UserErrors: ue}, err
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -14,13 +15,13 @@ import (
 
 var _ domain.Webhooks = (*Store)(nil)
 
-const webhookColumns = `id::text, url, topics, sku_filter, location_filter, cursor_seq, paused_at, pause_reason,
+const webhookColumns = `id::text, url, topics, sku_filter, location_filter, low_stock_threshold, cursor_seq, paused_at, pause_reason,
 	consecutive_failures, CASE WHEN previous_secret_until > now() THEN previous_secret_until END, created_at, updated_at`
 
 func scanWebhook(r pgx.Row) (domain.WebhookEndpoint, error) {
 	var w domain.WebhookEndpoint
 	var topics []string
-	err := r.Scan(&w.ID, &w.URL, &topics, &w.SKUs, &w.Locations, &w.CursorSeq, &w.PausedAt, &w.PauseReason,
+	err := r.Scan(&w.ID, &w.URL, &topics, &w.SKUs, &w.Locations, &w.LowStockThreshold, &w.CursorSeq, &w.PausedAt, &w.PauseReason,
 		&w.ConsecutiveFailures, &w.PreviousSecretUntil, &w.CreatedAt, &w.UpdatedAt)
 	for _, t := range topics {
 		w.Topics = append(w.Topics, domain.WebhookTopic(t))
@@ -58,6 +59,10 @@ func (s *Store) WebhookCreate(ctx context.Context, in domain.CreateWebhookInput)
 		return domain.WebhookSecret{}, err
 	}
 	out := domain.WebhookSecret{Secret: webhooks.NewSecret()}
+	threshold := domain.DefaultLowStockThreshold
+	if in.LowStockThreshold != nil {
+		threshold = *in.LowStockThreshold
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints`).Scan(&n); err != nil {
@@ -68,10 +73,10 @@ func (s *Store) WebhookCreate(ctx context.Context, in domain.CreateWebhookInput)
 		}
 		var err error
 		out.Webhook, err = scanWebhook(tx.QueryRow(ctx, `
-			INSERT INTO webhook_endpoints (url, topics, sku_filter, location_filter, secret, cursor_seq)
-			VALUES ($1, $2, $3, $4, $5, (SELECT last_seq FROM stock_events_head))
+			INSERT INTO webhook_endpoints (url, topics, sku_filter, location_filter, secret, low_stock_threshold, cursor_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, (SELECT last_seq FROM stock_events_head))
 			RETURNING `+webhookColumns,
-			in.URL, topicStrings(in.Topics), orEmpty(in.SKUs), orEmpty(in.Locations), out.Secret))
+			in.URL, topicStrings(in.Topics), orEmpty(in.SKUs), orEmpty(in.Locations), out.Secret, threshold))
 		return err
 	})
 	return out, wrap("WebhookCreate", err)
@@ -112,8 +117,9 @@ func (s *Store) WebhookUpdate(ctx context.Context, in domain.UpdateWebhookInput)
 		topics = topicStrings(in.Topics)
 	}
 	return s.webhookUpdate(ctx, "WebhookUpdate", in.ID, `url = coalesce($2, url), topics = coalesce($3, topics),
-		sku_filter = coalesce($4, sku_filter), location_filter = coalesce($5, location_filter)`,
-		in.URL, topics, in.SKUs, in.Locations)
+		sku_filter = coalesce($4, sku_filter), location_filter = coalesce($5, location_filter),
+		low_stock_threshold = coalesce($6, low_stock_threshold)`,
+		in.URL, topics, in.SKUs, in.Locations, in.LowStockThreshold)
 }
 
 // WebhookPause stops deliveries; an already paused endpoint keeps its first
@@ -202,7 +208,45 @@ type WebhookTarget struct {
 	Secrets []string // the current secret, then the previous one during a rotation
 	Paused  bool
 	// Cursor is the seq delivered up to.
-	Cursor int64
+	Cursor            int64
+	Topics            []domain.WebhookTopic
+	LowStockThreshold int
+}
+
+// Has reports whether the endpoint subscribes to topic.
+func (t WebhookTarget) Has(topic domain.WebhookTopic) bool {
+	for _, x := range t.Topics {
+		if x == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookEvent is a published stock event as webhook delivery needs it.
+type WebhookEvent struct {
+	domain.StockEvent
+	// PreviousAvailable is the balance's available before the change: that
+	// after its previous event, 0 when it has none (a new balance), nil when
+	// that is unknown (older events were pruned).
+	PreviousAvailable *int
+	// FirstOfReservation: the event carries a reservation id and no earlier
+	// event of that reservation with the same cause passes the endpoint's
+	// filters.
+	FirstOfReservation bool
+	// Lines are the events of that reservation with the same cause passing
+	// the filters (this one first), when FirstOfReservation.
+	Lines []WebhookLine
+}
+
+// WebhookLine is one balance change of a reservation's transition.
+type WebhookLine struct {
+	Seq       int64  `json:"seq"`
+	SKU       string `json:"sku"`
+	Location  string `json:"location"`
+	OnHand    int    `json:"onHand"`
+	Reserved  int    `json:"reserved"`
+	Available int    `json:"available"`
 }
 
 // WebhooksDue lists the endpoints that are not paused and have published
@@ -219,10 +263,11 @@ func (s *Store) WebhooksDue(ctx context.Context) ([]string, error) {
 
 // WebhookPending reads the endpoint and the published stock events after its
 // cursor, up to window seqs further (seq is dense, so the events read are
-// exactly those through scanned), keeping those its topics and filters
-// select. A cursor older than the retained events is *domain.ErrCursorExpired.
-// An endpoint that no longer exists is NOT_FOUND.
-func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t WebhookTarget, events []domain.StockEvent, scanned int64, err error) {
+// exactly those through scanned), keeping those its filters select, each with
+// what the endpoint's topics need to decide on it. A cursor older than the
+// retained events is *domain.ErrCursorExpired. An endpoint that no longer
+// exists is NOT_FOUND.
+func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t WebhookTarget, events []WebhookEvent, scanned int64, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
 		var topics, skus, locations []string
 		var secret string
@@ -230,15 +275,18 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 		var head, pruned int64
 		err := tx.QueryRow(ctx, `
 			SELECT id::text, url, secret, CASE WHEN previous_secret_until > now() THEN previous_secret END,
-			       paused_at IS NOT NULL, cursor_seq, topics, sku_filter, location_filter,
+			       paused_at IS NOT NULL, cursor_seq, topics, sku_filter, location_filter, low_stock_threshold,
 			       (SELECT last_seq FROM stock_events_head), (SELECT through_seq FROM stock_events_pruned)
 			FROM webhook_endpoints WHERE id = $1::uuid`, id).Scan(&t.ID, &t.URL, &secret, &prev, &t.Paused, &t.Cursor,
-			&topics, &skus, &locations, &head, &pruned)
+			&topics, &skus, &locations, &t.LowStockThreshold, &head, &pruned)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return webhookNotFound(id)
 		}
 		if err != nil {
 			return err
+		}
+		for _, x := range topics {
+			t.Topics = append(t.Topics, domain.WebhookTopic(x))
 		}
 		t.Secrets = []string{secret}
 		if prev != nil {
@@ -248,38 +296,63 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			return &domain.ErrCursorExpired{After: t.Cursor, OldestKept: pruned}
 		}
 		scanned = min(head, t.Cursor+int64(window))
-		if t.Paused || scanned <= t.Cursor || !containsTopic(topics, domain.TopicStockChanged) {
+		if t.Paused || scanned <= t.Cursor {
 			return nil
 		}
+		// prev: the balance's previous event (none and nothing pruned: a new
+		// balance, available 0). first/lines: for a reservation's EXPIRED or
+		// CONFIRMED event, whether an earlier one of the same reservation
+		// and cause passes the filters, and all that do.
 		rows, err := tx.Query(ctx, `
-			SELECT e.seq, s.code, l.code, e.cause, e.on_hand, e.reserved, e.at
-			FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
-			WHERE e.seq > $1 AND e.seq <= $2
-			  AND (cardinality($3::text[]) = 0 OR s.code = ANY($3))
-			  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
-			ORDER BY e.seq`, t.Cursor, scanned, skus, locations)
+			WITH sel AS (
+				SELECT e.seq, e.sku_id, e.location_id, s.code AS sku, l.code AS location, e.cause, e.on_hand, e.reserved,
+				       e.at, e.reservation_id
+				FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
+				WHERE e.seq > $1 AND e.seq <= $2
+				  AND (cardinality($3::text[]) = 0 OR s.code = ANY($3))
+				  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
+			)
+			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id::text,
+			       coalesce(p.available, CASE WHEN $5 = 0 THEN 0 END),
+			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
+			         NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
+			                     WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq < e.seq AND f.cause = e.cause
+			                       AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
+			                       AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
+			       ELSE false END AS first,
+			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
+			         (SELECT json_agg(json_build_object('seq', f.seq, 'sku', fs.code, 'location', fl.code, 'onHand', f.on_hand,
+			                                            'reserved', f.reserved, 'available', f.on_hand - f.reserved) ORDER BY f.seq)
+			          FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
+			          WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq >= e.seq AND f.cause = e.cause
+			            AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
+			            AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
+			       END AS lines
+			FROM sel e
+			LEFT JOIN LATERAL (
+				SELECT p.on_hand - p.reserved AS available FROM stock_events p
+				WHERE p.sku_id = e.sku_id AND p.location_id = e.location_id AND p.seq IS NOT NULL AND p.seq < e.seq
+				ORDER BY p.seq DESC LIMIT 1
+			) p ON true
+			ORDER BY e.seq`, t.Cursor, scanned, skus, locations, pruned)
 		if err != nil {
 			return err
 		}
-		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.StockEvent, error) {
-			var e domain.StockEvent
+		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookEvent, error) {
+			var e WebhookEvent
 			var cause string
-			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At)
+			var lines []byte
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID,
+				&e.PreviousAvailable, &e.FirstOfReservation, &lines)
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
+			if err == nil && e.FirstOfReservation && lines != nil {
+				err = json.Unmarshal(lines, &e.Lines)
+			}
 			return e, err
 		})
 		return err
 	})
 	return t, events, scanned, wrap("WebhookPending", err)
-}
-
-func containsTopic(topics []string, t domain.WebhookTopic) bool {
-	for _, x := range topics {
-		if x == string(t) {
-			return true
-		}
-	}
-	return false
 }
 
 // WebhookAttempt is one delivery attempt to record.

@@ -76,6 +76,8 @@ type CreateWebhookInput struct {
 	Skus []string `json:"skus,omitempty"`
 	// At most 100 location codes; empty or absent: every location.
 	Locations []string `json:"locations,omitempty"`
+	// The STOCK_LOW threshold, 0 to 1000000000, for every SKU (per-SKU thresholds are not supported).
+	LowStockThreshold *int `json:"lowStockThreshold,omitempty"`
 }
 
 type ExtendReservationInput struct {
@@ -208,7 +210,8 @@ type UpdateWebhookInput struct {
 	// An empty list removes the filter.
 	Skus []string `json:"skus,omitempty"`
 	// An empty list removes the filter.
-	Locations []string `json:"locations,omitempty"`
+	Locations         []string `json:"locations,omitempty"`
+	LowStockThreshold *int     `json:"lowStockThreshold,omitempty"`
 }
 
 // A business outcome: the request was understood, refused, and changed nothing.
