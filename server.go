@@ -164,12 +164,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	m.WatchBatching(st)
 	m.WatchOperations(st)
 	m.WatchPools(map[string]*pgxpool.Pool{"api": db.api, "jobs": db.jobs, "events": db.events})
+	onWebhookAttempt := m.WatchWebhooks(st)
 	riverClient, err := jobs.NewClient(db.jobs, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 		OnSweep: m.SweptHolds, OnReconcile: m.Reconciled,
-		Webhooks: jobStore, WebhookAllowPrivate: cfg.WebhookAllowPrivate,
+		Webhooks: jobStore, WebhookAllowPrivate: cfg.WebhookAllowPrivate, OnWebhookAttempt: onWebhookAttempt,
 	})
 	if err != nil {
 		return nil, err

@@ -1,7 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"inventory/webhooks"
 )
@@ -139,5 +146,103 @@ func TestWebhookAllowPrivate(t *testing.T) {
 	ts.mustData(ts.gql(ts.admin, `mutation { createWebhook(input: {url: "http://127.0.0.1:9/h", topics: [STOCK_CHANGED]}) { secret webhook { id } userErrors { code } } }`, nil), "createWebhook", &p)
 	if p.Webhook == nil || len(p.UserErrors) != 0 {
 		t.Fatalf("create: %+v", p)
+	}
+}
+
+// sendTestWebhook posts one signed webhook.test delivery now and records it
+// in the log (attempt 1) without moving the cursor or counting failures.
+func TestSendTestWebhook(t *testing.T) {
+	ts := setupWith(t, map[string]string{"INVENTORY_WEBHOOK_ALLOW_PRIVATE": "true"})
+	var secret atomic.Value
+	secret.Store("")
+	var status atomic.Int64
+	status.Store(http.StatusNoContent)
+	got := make(chan string, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if err := webhooks.Verify(secret.Load().(string), r.Header.Get(webhooks.HeaderID), r.Header.Get(webhooks.HeaderTimestamp), b,
+			r.Header.Get(webhooks.HeaderSignature), time.Now(), 5*time.Minute); err != nil {
+			got <- "bad signature: " + err.Error()
+		} else {
+			got <- r.Header.Get(webhooks.HeaderID) + " " + string(b)
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	t.Cleanup(recv.Close)
+
+	var p webhookPayloadJSON
+	ts.mustData(ts.gql(ts.admin, `mutation($u: String!) { createWebhook(input: {url: $u, topics: [STOCK_CHANGED]}) { secret webhook { id } userErrors { code } } }`,
+		map[string]any{"u": recv.URL + "/h"}), "createWebhook", &p)
+	if p.Webhook == nil || p.Secret == nil {
+		t.Fatalf("create: %+v", p)
+	}
+	secret.Store(*p.Secret)
+	id := p.Webhook.ID
+	cursor := func() int { return ts.count("SELECT cursor_seq::int FROM webhook_endpoints") }
+	before := cursor()
+
+	send := `mutation($id: ID!) { sendTestWebhook(id: $id) { delivery { id webhookId eventSeq topic attempt statusCode latencyMs error at } userErrors { code } } }`
+	type deliveryJSON struct {
+		ID         string  `json:"id"`
+		WebhookID  string  `json:"webhookId"`
+		EventSeq   *int64  `json:"eventSeq"`
+		Topic      string  `json:"topic"`
+		Attempt    int     `json:"attempt"`
+		StatusCode *int    `json:"statusCode"`
+		LatencyMs  int     `json:"latencyMs"`
+		Error      *string `json:"error"`
+	}
+	var out struct {
+		Delivery   *deliveryJSON `json:"delivery"`
+		UserErrors []struct {
+			Code string `json:"code"`
+		} `json:"userErrors"`
+	}
+	if r := ts.gql(ts.service, send, map[string]any{"id": id}); r.errorCode() != "FORBIDDEN" {
+		t.Fatalf("service key: %+v", r.Errors)
+	}
+	ts.mustData(ts.gql(ts.admin, send, map[string]any{"id": "00000000-0000-0000-0000-000000000000"}), "sendTestWebhook", &out)
+	if out.Delivery != nil || len(out.UserErrors) != 1 || out.UserErrors[0].Code != "NOT_FOUND" {
+		t.Fatalf("unknown id: %+v", out)
+	}
+
+	ts.mustData(ts.gql(ts.admin, send, map[string]any{"id": id}), "sendTestWebhook", &out)
+	d := out.Delivery
+	if d == nil || len(out.UserErrors) != 0 || d.Topic != "webhook.test" || d.Attempt != 1 || d.EventSeq != nil ||
+		d.StatusCode == nil || *d.StatusCode != http.StatusNoContent || d.Error != nil {
+		t.Fatalf("test delivery: %+v", out)
+	}
+	select {
+	case m := <-got:
+		var body struct {
+			Type      string         `json:"type"`
+			Timestamp time.Time      `json:"timestamp"`
+			Data      map[string]any `json:"data"`
+		}
+		msgID, raw, _ := strings.Cut(m, " ")
+		if err := json.Unmarshal([]byte(raw), &body); err != nil || msgID != d.WebhookID || body.Type != "webhook.test" ||
+			body.Timestamp.IsZero() || body.Data == nil || len(body.Data) != 0 {
+			t.Fatalf("received %q (%v)", m, err)
+		}
+	default:
+		t.Fatal("nothing received")
+	}
+
+	// A failing receiver is recorded, not counted against the endpoint.
+	status.Store(http.StatusInternalServerError)
+	ts.mustData(ts.gql(ts.admin, send, map[string]any{"id": id}), "sendTestWebhook", &out)
+	if d := out.Delivery; d == nil || d.StatusCode == nil || *d.StatusCode != 500 || d.Error == nil || d.Attempt != 1 {
+		t.Fatalf("failed test delivery: %+v", out)
+	}
+	if m := <-got; strings.HasPrefix(m, "bad signature") {
+		t.Fatal(m)
+	}
+	if n := ts.count("SELECT consecutive_failures FROM webhook_endpoints"); n != 0 || cursor() != before {
+		t.Fatalf("failures %d, cursor %d (was %d)", n, cursor(), before)
+	}
+	var log []deliveryJSON
+	ts.mustData(ts.gql(ts.admin, `query($id: ID!) { webhookDeliveries(endpointId: $id) { id topic attempt statusCode } }`, map[string]any{"id": id}), "webhookDeliveries", &log)
+	if len(log) != 2 || log[0].Topic != "webhook.test" || log[1].Topic != "webhook.test" || *log[0].StatusCode != 500 {
+		t.Fatalf("log: %+v", log)
 	}
 }

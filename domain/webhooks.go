@@ -226,7 +226,14 @@ type Webhooks interface {
 	// WebhookDeliveryList is the endpoint's delivery log, newest first, after
 	// the delivery id after (0 for the newest).
 	WebhookDeliveryList(ctx context.Context, endpointID string, first int, after int64) ([]WebhookDelivery, error)
+	// WebhookSendTest posts one signed webhook.test delivery to the endpoint
+	// now and records it (attempt 1) without moving the cursor. A receiver
+	// that fails is not an error: the recorded delivery says how it answered.
+	WebhookSendTest(ctx context.Context, id string) (WebhookDelivery, error)
 }
+
+// WebhookTestType is the type of the delivery sendTestWebhook makes.
+const WebhookTestType = "webhook.test"
 
 // WebhookSecretOverlap is how long a rotated-out secret keeps signing.
 const WebhookSecretOverlap = 24 * time.Hour

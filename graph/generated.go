@@ -144,6 +144,7 @@ type ComplexityRoot struct {
 		Reserve             func(childComplexity int, input model.ReserveInput) int
 		ResumeWebhook       func(childComplexity int, id string) int
 		RotateWebhookSecret func(childComplexity int, id string) int
+		SendTestWebhook     func(childComplexity int, id string) int
 		SetPreorder         func(childComplexity int, input model.SetPreorderInput) int
 		SetStockLevels      func(childComplexity int, input model.SetStockLevelsInput) int
 		UpdateWebhook       func(childComplexity int, input model.UpdateWebhookInput) int
@@ -274,6 +275,11 @@ type ComplexityRoot struct {
 		WebhookID  func(childComplexity int) int
 	}
 
+	WebhookDeliveryPayload struct {
+		Delivery   func(childComplexity int) int
+		UserErrors func(childComplexity int) int
+	}
+
 	WebhookEndpoint struct {
 		ConsecutiveFailures func(childComplexity int) int
 		CreatedAt           func(childComplexity int) int
@@ -326,6 +332,7 @@ type MutationResolver interface {
 	ResumeWebhook(ctx context.Context, id string) (*model.WebhookPayload, error)
 	DeleteWebhook(ctx context.Context, id string) (*model.WebhookPayload, error)
 	RotateWebhookSecret(ctx context.Context, id string) (*model.WebhookSecretPayload, error)
+	SendTestWebhook(ctx context.Context, id string) (*model.WebhookDeliveryPayload, error)
 }
 type OrderLineResolver interface {
 	Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error)
@@ -836,6 +843,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RotateWebhookSecret(childComplexity, args["id"].(string)), true
+	case "Mutation.sendTestWebhook":
+		if e.ComplexityRoot.Mutation.SendTestWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendTestWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendTestWebhook(childComplexity, args["id"].(string)), true
 	case "Mutation.setPreorder":
 		if e.ComplexityRoot.Mutation.SetPreorder == nil {
 			break
@@ -1437,6 +1455,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookDelivery.WebhookID(childComplexity), true
+
+	case "WebhookDeliveryPayload.delivery":
+		if e.ComplexityRoot.WebhookDeliveryPayload.Delivery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryPayload.Delivery(childComplexity), true
+	case "WebhookDeliveryPayload.userErrors":
+		if e.ComplexityRoot.WebhookDeliveryPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryPayload.UserErrors(childComplexity), true
 
 	case "WebhookEndpoint.consecutiveFailures":
 		if e.ComplexityRoot.WebhookEndpoint.ConsecutiveFailures == nil {
@@ -2131,6 +2162,11 @@ type Mutation {
   deleteWebhook(id: ID!): WebhookPayload!
   "Admin: a new signing secret; for 24 hours deliveries are signed with both the new and the old one."
   rotateWebhookSecret(id: ID!): WebhookSecretPayload!
+  """
+  Admin: send one signed webhook.test delivery ({"type":"webhook.test","timestamp":...,"data":{}}) to the endpoint now,
+  paused or not, and record it in its delivery log; the cursor and failure count stay as they are.
+  """
+  sendTestWebhook(id: ID!): WebhookDeliveryPayload
 }
 
 "What an outbound webhook is sent for."
@@ -2200,6 +2236,12 @@ input UpdateWebhookInput {
 
 type WebhookPayload {
   webhook: WebhookEndpoint
+  userErrors: [UserError!]!
+}
+
+type WebhookDeliveryPayload {
+  "The recorded attempt: statusCode, latencyMs and error say how the receiver answered."
+  delivery: WebhookDelivery
   userErrors: [UserError!]!
 }
 
@@ -2629,6 +2671,16 @@ func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, fie
 	return nil, fmt.Errorf("no field named %q was found under type WebhookDelivery", field.Name)
 }
 
+func (ec *executionContext) childFields_WebhookDeliveryPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "delivery":
+		return ec.fieldContext_WebhookDeliveryPayload_delivery(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_WebhookDeliveryPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryPayload", field.Name)
+}
+
 func (ec *executionContext) childFields_WebhookEndpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3014,6 +3066,20 @@ func (ec *executionContext) field_Mutation_resumeWebhook_args(ctx context.Contex
 }
 
 func (ec *executionContext) field_Mutation_rotateWebhookSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_sendTestWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -5405,6 +5471,50 @@ func (ec *executionContext) fieldContext_Mutation_rotateWebhookSecret(ctx contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_sendTestWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendTestWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendTestWebhook(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookDeliveryPayload) graphql.Marshaler {
+			return ec.marshalOWebhookDeliveryPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookDeliveryPayload(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendTestWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDeliveryPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendTestWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7736,6 +7846,70 @@ func (ec *executionContext) _WebhookDelivery_at(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WebhookDeliveryPayload_delivery(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDeliveryPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDeliveryPayload_delivery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delivery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WebhookDelivery) graphql.Marshaler {
+			return ec.marshalOWebhookDelivery2ᚖinventoryᚋdomainᚐWebhookDelivery(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDeliveryPayload_delivery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookDeliveryPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDelivery(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WebhookDeliveryPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDeliveryPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDeliveryPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDeliveryPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WebhookDeliveryPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _WebhookEndpoint_id(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookEndpoint) (ret graphql.Marshaler) {
@@ -11022,6 +11196,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sendTestWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendTestWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11848,6 +12029,44 @@ func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.Select
 			out.Values[i] = ec._WebhookDelivery_at(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var webhookDeliveryPayloadImplementors = []string{"WebhookDeliveryPayload"}
+
+func (ec *executionContext) _WebhookDeliveryPayload(ctx context.Context, sel ast.SelectionSet, obj *model.WebhookDeliveryPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookDeliveryPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookDeliveryPayload")
+		case "delivery":
+			out.Values[i] = ec._WebhookDeliveryPayload_delivery(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._WebhookDeliveryPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -13625,6 +13844,20 @@ func (ec *executionContext) marshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgen�
 	_ = ctx
 	res := graphql.MarshalUpload(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOWebhookDelivery2ᚖinventoryᚋdomainᚐWebhookDelivery(ctx context.Context, sel ast.SelectionSet, v *domain.WebhookDelivery) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WebhookDelivery(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOWebhookDeliveryPayload2ᚖinventoryᚋgraphᚋmodelᚐWebhookDeliveryPayload(ctx context.Context, sel ast.SelectionSet, v *model.WebhookDeliveryPayload) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WebhookDeliveryPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOWebhookEndpoint2ᚖinventoryᚋdomainᚐWebhookEndpoint(ctx context.Context, sel ast.SelectionSet, v *domain.WebhookEndpoint) graphql.Marshaler {

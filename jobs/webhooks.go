@@ -1,15 +1,12 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -143,14 +140,7 @@ func (w *WebhookDeliverWorker) attemptTimeout() time.Duration {
 
 // httpClient is made once: endpoints are delivered to concurrently.
 func (w *WebhookDeliverWorker) httpClient() *http.Client {
-	w.clientOnce.Do(func() {
-		w.client = &http.Client{
-			// No proxy: the dialer must see the address actually reached.
-			Transport: &http.Transport{Proxy: nil, DialContext: webhooks.DialContext(w.AllowPrivate, w.attemptTimeout()),
-				MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
-	})
+	w.clientOnce.Do(func() { w.client = webhooks.NewClient(w.AllowPrivate, w.attemptTimeout()) })
 	return w.client
 }
 
@@ -340,29 +330,5 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 }
 
 func (w *WebhookDeliverWorker) post(ctx context.Context, t store.WebhookTarget, msgID string, body []byte) (int, error) {
-	if err := webhooks.CheckURL(t.URL, w.AllowPrivate); err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, w.attemptTimeout())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	ts := time.Now().Unix()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "inventory-webhooks")
-	req.Header.Set(webhooks.HeaderID, msgID)
-	req.Header.Set(webhooks.HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(webhooks.HeaderSignature, webhooks.SignatureHeader(msgID, ts, body, t.Secrets...))
-	resp, err := w.httpClient().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("answered HTTP %d", resp.StatusCode)
-	}
-	return resp.StatusCode, nil
+	return webhooks.Post(ctx, w.httpClient(), t.URL, w.AllowPrivate, w.attemptTimeout(), msgID, body, t.Secrets...)
 }

@@ -234,6 +234,15 @@ func (r *mutationResolver) RotateWebhookSecret(ctx context.Context, id string) (
 	return secretPayload(res, ue), err
 }
 
+// SendTestWebhook is the resolver for the sendTestWebhook field.
+func (r *mutationResolver) SendTestWebhook(ctx context.Context, id string) (*model.WebhookDeliveryPayload, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	d, ue, err := outcome(r.Webhooks.WebhookSendTest(ctx, id))
+	return &model.WebhookDeliveryPayload{Delivery: d, UserErrors: ue}, err
+}
+
 // Codes is the resolver for the codes field.
 func (r *orderLineResolver) Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error) {
 	if obj.Kind != domain.KindCodes {

@@ -227,6 +227,12 @@ type UserError struct {
 	Available *int `json:"available,omitempty"`
 }
 
+type WebhookDeliveryPayload struct {
+	// The recorded attempt: statusCode, latencyMs and error say how the receiver answered.
+	Delivery   *domain.WebhookDelivery `json:"delivery,omitempty"`
+	UserErrors []UserError             `json:"userErrors"`
+}
+
 type WebhookPayload struct {
 	Webhook    *domain.WebhookEndpoint `json:"webhook,omitempty"`
 	UserErrors []UserError             `json:"userErrors"`
