@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -299,19 +300,7 @@ func TestCacheSubscriptionsUntouched(t *testing.T) {
 		t.Fatalf("WebSocket event %+v", e)
 	}
 
-	body := mustJSON(map[string]any{"query": stockChangedSub, "variables": map[string]any{"after": 0}})
-	req, err := http.NewRequest(http.MethodPost, ts.url+"/graphql", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+ts.admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := openSSE(t, context.Background(), ts.url, ts.admin, stockChangedSub, map[string]any{"after": 0})
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") || resp.Header.Get("ETag") != "" {
 		t.Fatalf("SSE: %q %v", ct, resp.Header)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -161,12 +160,7 @@ func TestInvalidSettings(t *testing.T) {
 func TestServeWaitsForMigrations(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	env := map[string]string{"DATABASE_URL": url, "INVENTORY_MIGRATE_ON_START": "false", "LISTEN_ADDR": addr, "INVENTORY_LOG_LEVEL": "warn",
 		"INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32), "INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey}
 	cfg, err := loadConfig(func(k string) string { return env[k] })

@@ -42,6 +42,18 @@ func makeRun(t *testing.T, databaseURL, listen, devDir string) (*exec.Cmd, *sync
 	return cmd, out
 }
 
+// freeAddr is a loopback address with a port nothing listens on (for a
+// process that must bind it itself).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // devEnv reads NAME from a dev.env file.
 func devEnv(t *testing.T, path, name string) string {
 	t.Helper()
@@ -66,12 +78,7 @@ func devEnv(t *testing.T, path, name string) string {
 func TestMakeRunTwice(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	dir := t.TempDir()
 	_, out := makeRun(t, url, addr, dir)
 	waitUntil(t, 3*time.Minute, "make run to serve", func() bool {

@@ -21,19 +21,7 @@ func TestStockChangedOverSSE(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	body := mustJSON(map[string]any{"query": stockChangedSub, "variables": map[string]any{"after": 0}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/graphql", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+ts.admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := openSSE(t, ctx, ts.url, ts.admin, stockChangedSub, map[string]any{"after": 0})
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Fatalf("content type %q", ct)
 	}
@@ -62,4 +50,24 @@ func TestStockChangedOverSSE(t *testing.T) {
 	if len(got) != 3 || got[2].SKU != "HP" || got[2].OnHand != 6 {
 		t.Fatalf("events over SSE: %+v (%v)", got, sc.Err())
 	}
+}
+
+// openSSE starts a subscription over SSE (POST, Accept: text/event-stream)
+// as token; the response body is closed when the test ends.
+func openSSE(t *testing.T, ctx context.Context, url, token, query string, vars map[string]any) *http.Response {
+	t.Helper()
+	body := mustJSON(map[string]any{"query": query, "variables": vars})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
