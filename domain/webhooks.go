@@ -226,6 +226,11 @@ type Webhooks interface {
 	// WebhookDeliveryList is the endpoint's delivery log, newest first, after
 	// the delivery id after (0 for the newest).
 	WebhookDeliveryList(ctx context.Context, endpointID string, first int, after int64) ([]WebhookDelivery, error)
+}
+
+// WebhookTester sends test deliveries; jobs implements it next to real
+// deliveries, with the same client and signing.
+type WebhookTester interface {
 	// WebhookSendTest posts one signed webhook.test delivery to the endpoint
 	// now and records it (attempt 1) without moving the cursor. A receiver
 	// that fails is not an error: the recorded delivery says how it answered.

@@ -27,6 +27,8 @@ type Resolver struct {
 	Broker       domain.StockEventStream
 	Tokens       TokenIssuer
 	Webhooks     domain.Webhooks
+	// WebhookTester sends sendTestWebhook's deliveries.
+	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
 }

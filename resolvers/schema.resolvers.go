@@ -239,7 +239,7 @@ func (r *mutationResolver) SendTestWebhook(ctx context.Context, id string) (*mod
 	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
 		return nil, err
 	}
-	d, ue, err := outcome(r.Webhooks.WebhookSendTest(ctx, id))
+	d, ue, err := outcome(r.WebhookTester.WebhookSendTest(ctx, id))
 	return &model.WebhookDeliveryPayload{Delivery: d, UserErrors: ue}, err
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"inventory/domain"
@@ -436,66 +435,44 @@ func (s *Store) WebhookLag(ctx context.Context) (int64, error) {
 	return lag, wrap("WebhookLag", err)
 }
 
-// webhookTestTimeout bounds a test delivery, like jobs.WebhookAttemptTimeout
-// bounds a delivery attempt.
-const webhookTestTimeout = 10 * time.Second
-
-// WebhookSendTest posts one signed webhook.test delivery to the endpoint now
-// (paused or not) with the same signing, timeout and dial-time address checks
-// as deliveries, and records it as attempt 1 of a fresh webhook-id; the
-// cursor and failure count stay as they are.
-func (s *Store) WebhookSendTest(ctx context.Context, id string) (domain.WebhookDelivery, error) {
+// WebhookTestTarget is where a test delivery to endpoint id goes and the
+// secrets that sign it (the previous one too during a rotation).
+func (s *Store) WebhookTestTarget(ctx context.Context, id string) (WebhookTarget, error) {
+	t := WebhookTarget{ID: id}
 	canonical, ok := reservationID(id)
 	if !ok {
-		return domain.WebhookDelivery{}, webhookNotFound(id)
+		return t, webhookNotFound(id)
 	}
-	var url, secret string
+	t.ID = canonical
+	var secret string
 	var prev *string
 	err := s.pool.QueryRow(ctx, `SELECT url, secret, CASE WHEN previous_secret_until > now() THEN previous_secret END
-		FROM webhook_endpoints WHERE id = $1`, canonical).Scan(&url, &secret, &prev)
+		FROM webhook_endpoints WHERE id = $1`, canonical).Scan(&t.URL, &secret, &prev)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.WebhookDelivery{}, webhookNotFound(id)
+		return t, webhookNotFound(id)
 	}
 	if err != nil {
-		return domain.WebhookDelivery{}, wrap("WebhookSendTest", err)
+		return t, wrap("WebhookTestTarget", err)
 	}
-	secrets := []string{secret}
+	t.Secrets = []string{secret}
 	if prev != nil {
-		secrets = append(secrets, *prev)
+		t.Secrets = append(t.Secrets, *prev)
 	}
-	msgID := "test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	body, _ := json.Marshal(struct { //nolint:errchkjson // plain struct, cannot fail
-		Type      string    `json:"type"`
-		Timestamp time.Time `json:"timestamp"`
-		Data      struct{}  `json:"data"`
-	}{Type: domain.WebhookTestType, Timestamp: time.Now().UTC()})
-	a := WebhookAttempt{WebhookID: msgID, Topic: domain.WebhookTestType}
-	start := time.Now()
-	status, perr := s.postWebhook(ctx, url, msgID, body, secrets)
-	a.Latency = time.Since(start)
-	if status != 0 {
-		a.StatusCode = &status
-	}
-	if perr != nil {
-		msg := perr.Error()
-		a.Error = &msg
-	}
-	d := domain.WebhookDelivery{WebhookID: msgID, Topic: a.Topic, StatusCode: a.StatusCode, Error: a.Error}
-	err = s.pool.QueryRow(ctx, `
+	return t, nil
+}
+
+// WebhookTestRecorded records a test delivery (attempt 1, no event seq) in
+// the endpoint's log without moving its cursor, and returns it.
+func (s *Store) WebhookTestRecorded(ctx context.Context, id string, a WebhookAttempt) (domain.WebhookDelivery, error) {
+	d := domain.WebhookDelivery{WebhookID: a.WebhookID, Topic: a.Topic, StatusCode: a.StatusCode, Error: a.Error}
+	err := s.pool.QueryRow(ctx, `
 		INSERT INTO webhook_deliveries (endpoint_id, webhook_id, topic, attempt, status_code, latency_ms, error)
 		SELECT $1::uuid, $2, $3, 1, $4, $5, $6
 		WHERE EXISTS (SELECT FROM webhook_endpoints WHERE id = $1::uuid)
 		RETURNING id, attempt, latency_ms, at`,
-		canonical, msgID, a.Topic, a.StatusCode, int(a.Latency.Milliseconds()), a.Error).Scan(&d.ID, &d.Attempt, &d.LatencyMs, &d.At)
+		id, a.WebhookID, a.Topic, a.StatusCode, int(a.Latency.Milliseconds()), a.Error).Scan(&d.ID, &d.Attempt, &d.LatencyMs, &d.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.WebhookDelivery{}, webhookNotFound(id) // deleted meanwhile
 	}
-	return d, wrap("WebhookSendTest", err)
-}
-
-// postWebhook posts one signed body as a delivery does (webhooks.Post).
-func (s *Store) postWebhook(ctx context.Context, url, msgID string, body []byte, secrets []string) (int, error) {
-	client := webhooks.NewClient(s.WebhookAllowPrivate, webhookTestTimeout)
-	defer client.CloseIdleConnections()
-	return webhooks.Post(ctx, client, url, s.WebhookAllowPrivate, webhookTestTimeout, msgID, body, secrets...)
+	return d, wrap("WebhookTestRecorded", err)
 }

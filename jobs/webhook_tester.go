@@ -1,0 +1,55 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"inventory/domain"
+	"inventory/store"
+	"inventory/webhooks"
+)
+
+// WebhookTestStore is what a test delivery reads and records. store.Store is one.
+type WebhookTestStore interface {
+	WebhookTestTarget(ctx context.Context, id string) (store.WebhookTarget, error)
+	WebhookTestRecorded(ctx context.Context, id string, a store.WebhookAttempt) (domain.WebhookDelivery, error)
+}
+
+// WebhookTester is domain.WebhookTester: one signed webhook.test POST, sent
+// as deliveries are (webhooks.Post), recorded in the endpoint's log.
+type WebhookTester struct {
+	Store        WebhookTestStore
+	AllowPrivate bool
+}
+
+// WebhookSendTest sends and records one test delivery.
+func (w *WebhookTester) WebhookSendTest(ctx context.Context, id string) (domain.WebhookDelivery, error) {
+	t, err := w.Store.WebhookTestTarget(ctx, id)
+	if err != nil {
+		return domain.WebhookDelivery{}, err
+	}
+	msgID := "test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	body, _ := json.Marshal(struct { //nolint:errchkjson // plain struct, cannot fail
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      struct{}  `json:"data"`
+	}{Type: domain.WebhookTestType, Timestamp: time.Now().UTC()})
+	client := webhooks.NewClient(w.AllowPrivate, WebhookAttemptTimeout)
+	defer client.CloseIdleConnections()
+	a := store.WebhookAttempt{WebhookID: msgID, Topic: domain.WebhookTestType}
+	start := time.Now()
+	status, perr := webhooks.Post(ctx, client, t.URL, w.AllowPrivate, WebhookAttemptTimeout, msgID, body, t.Secrets...)
+	a.Latency = time.Since(start)
+	if status != 0 {
+		a.StatusCode = &status
+	}
+	if perr != nil {
+		msg := perr.Error()
+		a.Error = &msg
+	}
+	return w.Store.WebhookTestRecorded(ctx, t.ID, a)
+}
