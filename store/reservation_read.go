@@ -137,7 +137,7 @@ func loadOrders(ctx context.Context, q querier, where string, arg any) ([]orderW
 // the id is malformed, or it is outside scope: a checkout cannot tell another
 // checkout's reservation from none.
 func (s *Store) ReservationGetByID(ctx context.Context, scope domain.Scope, id string) (*domain.Reservation, error) {
-	id, ok := reservationID(id)
+	id, ok := canonicalUUID(id)
 	if !ok {
 		return nil, nil
 	}
@@ -165,7 +165,7 @@ func (s *Store) ReservationListByCheckout(ctx context.Context, checkoutID string
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxReservationPage)
 	}
 	if page.After != nil {
-		after, ok := reservationID(*page.After)
+		after, ok := canonicalUUID(*page.After)
 		if !ok {
 			return nil, domain.Limitf("after is not a reservation id")
 		}
@@ -221,10 +221,10 @@ func (s *Store) OrderGetByRef(ctx context.Context, scope domain.Scope, ref strin
 // readTx is a consistent read-only snapshot across a read's several queries.
 var readTx = pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}
 
-// reservationID returns the canonical form of a client's reservation id, or
-// false when it is not one. uuid.Parse also takes spellings PostgreSQL does
+// canonicalUUID returns the canonical form of a client's id (reservation or
+// webhook endpoint), or false when it is not a UUID. uuid.Parse also takes spellings PostgreSQL does
 // not ("urn:uuid:…", braces), so the id sent to SQL is always re-spelled.
-func reservationID(id string) (string, bool) {
+func canonicalUUID(id string) (string, bool) {
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return "", false

@@ -29,7 +29,7 @@ type lockedReservation struct {
 // for other checkouts' reservations.
 func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id string) (lockedReservation, error) {
 	var r lockedReservation
-	id, ok := reservationID(id)
+	id, ok := canonicalUUID(id)
 	if !ok {
 		// Not quoted: errors never echo what could be any input.
 		return r, &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation has this id (not a reservation id)"}

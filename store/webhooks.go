@@ -95,7 +95,7 @@ func (s *Store) WebhookList(ctx context.Context) ([]domain.WebhookEndpoint, erro
 // webhookUpdate runs one UPDATE … RETURNING on the endpoint id, NOT_FOUND
 // when there is none.
 func (s *Store) webhookUpdate(ctx context.Context, op, id, set string, args ...any) (domain.WebhookEndpoint, error) {
-	canonical, ok := reservationID(id)
+	canonical, ok := canonicalUUID(id)
 	if !ok {
 		return domain.WebhookEndpoint{}, webhookNotFound(id)
 	}
@@ -155,7 +155,7 @@ func (s *Store) WebhookRotateSecret(ctx context.Context, id string) (domain.Webh
 
 // WebhookDelete removes an endpoint and its delivery log.
 func (s *Store) WebhookDelete(ctx context.Context, id string) (domain.WebhookEndpoint, error) {
-	canonical, ok := reservationID(id)
+	canonical, ok := canonicalUUID(id)
 	if !ok {
 		return domain.WebhookEndpoint{}, webhookNotFound(id)
 	}
@@ -171,7 +171,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, endpointID string, firs
 	if first < 1 || first > domain.MaxWebhookDeliveries {
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWebhookDeliveries)
 	}
-	canonical, ok := reservationID(endpointID)
+	canonical, ok := canonicalUUID(endpointID)
 	if !ok {
 		return nil, webhookNotFound(endpointID)
 	}
@@ -439,7 +439,7 @@ func (s *Store) WebhookLag(ctx context.Context) (int64, error) {
 // secrets that sign it (the previous one too during a rotation).
 func (s *Store) WebhookTestTarget(ctx context.Context, id string) (WebhookTarget, error) {
 	t := WebhookTarget{ID: id}
-	canonical, ok := reservationID(id)
+	canonical, ok := canonicalUUID(id)
 	if !ok {
 		return t, webhookNotFound(id)
 	}
