@@ -171,6 +171,10 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 		OnSweep: m.SweptHolds, OnReconcile: m.Reconciled,
 		Webhooks: jobStore, WebhookAllowPrivate: cfg.WebhookAllowPrivate, OnWebhookAttempt: onWebhookAttempt,
+		// Half the shutdown budget for jobs to finish, then they are
+		// cancelled, so River has stopped (and recorded every job's end)
+		// before the shutdown deadline.
+		SoftStopTimeout: cfg.ShutdownTimeout / 2,
 	})
 	if err != nil {
 		return nil, err

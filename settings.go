@@ -48,7 +48,7 @@ var settings = []setting{
 	{Name: "INVENTORY_MAX_COMPLEXITY", Group: "HTTP", Default: "1000", Shown: "",
 		Meaning: "largest query complexity (each field 1, plus its children)"},
 	{Name: "INVENTORY_SHUTDOWN_TIMEOUT", Group: "HTTP", Default: "15s", Shown: "",
-		Meaning: "how long in-flight requests and jobs get on SIGINT/SIGTERM"},
+		Meaning: "how long in-flight requests get on SIGINT/SIGTERM; running jobs get half of it, then are cancelled and picked up again by the next instance"},
 	{Name: "INVENTORY_HTTP_HEADER_TIMEOUT", Group: "HTTP", Default: "10s", Shown: "",
 		Meaning: "a request's headers must have arrived this long after the connection was ready"},
 	{Name: "INVENTORY_HTTP_READ_TIMEOUT", Group: "HTTP", Default: "1m", Shown: "",

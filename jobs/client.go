@@ -4,6 +4,7 @@
 package jobs
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -49,7 +50,23 @@ type Config struct {
 	WebhookPauseAfter int
 	// OnWebhookAttempt, if set, is told each delivery attempt's outcome.
 	OnWebhookAttempt func(ok bool, latency time.Duration)
+	// SoftStopTimeout is how long Stop lets running jobs finish before it
+	// cancels them (defaultSoftStop when zero). Every worker stops
+	// cleanly on cancel: expiry and sweeps roll back, a webhook delivery
+	// leaves its cursor where the last 2xx put it.
+	SoftStopTimeout time.Duration
 }
+
+// RescueStuckJobsAfter is how long a job may be running before River takes
+// it as abandoned by an instance that died (kill -9, lost machine) and runs
+// it again. River's default is an hour, which after a crash would hold an
+// endpoint's webhook deliveries (one running job per endpoint, see
+// webhookUniqueStates) and a hold's expiry job for that long. Every worker's
+// timeout is below it: River's JobTimeout (1 min) and WebhookDeliverWorker's
+// (webhookRunFor + 2 attempts, 50 s), so a job still at work is never taken.
+const RescueStuckJobsAfter = 2 * time.Minute
+
+const defaultSoftStop = 5 * time.Second
 
 // NewClient returns a River client with every worker registered. Start it to
 // work jobs; an unstarted client can still insert them.
@@ -85,10 +102,12 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			&river.PeriodicJobOpts{ID: "webhook_dispatch", RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:       slog.New(quietHandler{cfg.Logger.Handler()}),
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers:      workers,
-		PeriodicJobs: periodic,
+		Logger:               slog.New(quietHandler{cfg.Logger.Handler()}),
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:              workers,
+		PeriodicJobs:         periodic,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
+		SoftStopTimeout:      cmp.Or(cfg.SoftStopTimeout, defaultSoftStop),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: new client: %w", err)

@@ -34,8 +34,8 @@ type WebhookStore interface {
 const (
 	WebhookMaxAttempts    = 16
 	WebhookAttemptTimeout = 10 * time.Second
-	webhookWindow         = 500 // stock event seqs read per pass
-	webhookRunFor         = time.Minute
+	webhookWindow         = 500              // stock event seqs read per pass
+	webhookRunFor         = 30 * time.Second // keeps Timeout below RescueStuckJobsAfter
 )
 
 // WebhookDispatchArgs asks for one pass that starts delivery to every endpoint
@@ -144,7 +144,11 @@ func (w *WebhookDeliverWorker) httpClient() *http.Client {
 	return w.client
 }
 
-// Work delivers for up to a minute; what is left waits for the next dispatch.
+// Work delivers for up to webhookRunFor; what is left waits for the next
+// dispatch. A job cancelled by shutdown returns the context's error, which
+// River takes as a stop, not a failure: the job goes back to available with
+// no error recorded and no attempt spent, and the cursor is where the last
+// 2xx put it, so any instance resumes from the same event and webhook-id.
 func (w *WebhookDeliverWorker) Work(ctx context.Context, job *river.Job[WebhookDeliverArgs]) error {
 	id := job.Args.EndpointID
 	until := time.Now().Add(webhookRunFor)
@@ -308,7 +312,7 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 		return w.Store.WebhookDelivered(ctx, t.ID, a, through)
 	}
 	if ctx.Err() != nil {
-		return ctx.Err() // shutting down or out of time: not the receiver's fault
+		return ctx.Err() // shutting down or out of time: not the receiver's fault, nothing recorded
 	}
 	msg := err.Error()
 	a.Error = &msg
