@@ -51,6 +51,10 @@ func TestAuthMatrix(t *testing.T) {
 			n++
 			return fmt.Sprintf(`mutation { createSku(input: {code: "S%d", name: "x", kind: CODES}) { userErrors { code } } }`, n)
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
+		{"setSkuLowStockThreshold", func() string {
+			n++
+			return fmt.Sprintf(`mutation { setSkuLowStockThreshold(sku: "HP-1", threshold: %d) { userErrors { code } } }`, n)
+		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{"receiveStock", func() string {
 			return `mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: 1, reference: "r"}) { userErrors { code } } }`
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
@@ -62,19 +66,22 @@ func TestAuthMatrix(t *testing.T) {
 			return fmt.Sprintf(`mutation { setStockLevels(input: {reference: "sync-%d", levels: [{sku: "HP-1", location: "AMS", onHand: %d}]}) { userErrors { code } } }`, n, 100+n)
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 	}
+	// writes grows by one with each successful mutation but the token's.
+	const writes = `SELECT (SELECT count(*) FROM stock_movements) + (SELECT count(*) FROM locations) + (SELECT count(*) FROM skus)
+		+ (SELECT count(*) FROM skus WHERE low_stock_threshold IS NOT NULL)`
 	for _, op := range ops {
 		for _, c := range callers {
 			want, found := op.want[c.name]
 			if !found {
 				want = op.want["anonymous"] // a rejected token acts anonymously
 			}
-			before := ts.count("SELECT (SELECT count(*) FROM stock_movements) + (SELECT count(*) FROM locations) + (SELECT count(*) FROM skus)")
+			before := ts.count(writes)
 			r := ts.gql(c.token, op.query(), nil)
 			if got := r.errorCode(); got != want {
 				t.Errorf("%s as %s: got %q, want %q (%+v)", op.name, c.name, got, want, r.Errors)
 				continue
 			}
-			after := ts.count("SELECT (SELECT count(*) FROM stock_movements) + (SELECT count(*) FROM locations) + (SELECT count(*) FROM skus)")
+			after := ts.count(writes)
 			if want != ok && after != before {
 				t.Errorf("%s as %s was refused but changed the database (%d -> %d rows)", op.name, c.name, before, after)
 			}

@@ -246,3 +246,60 @@ func TestSendTestWebhook(t *testing.T) {
 		t.Fatalf("log: %+v", log)
 	}
 }
+
+// A SKU's own stock.low threshold is set at creation or by
+// setSkuLowStockThreshold (null clears it) and read back on the SKU; bad
+// values and unknown SKUs are refused and change nothing.
+func TestSkuLowStockThreshold(t *testing.T) {
+	ts := setup(t)
+	type skuPayload struct {
+		Sku *struct {
+			Code              string `json:"code"`
+			LowStockThreshold *int   `json:"lowStockThreshold"`
+		} `json:"sku"`
+		UserErrors []struct {
+			Code  string   `json:"code"`
+			Field []string `json:"field"`
+		} `json:"userErrors"`
+	}
+	var p skuPayload
+	ts.mustData(ts.gql(ts.admin, `mutation { createSku(input: {code: "BIG", name: "Pallet", kind: QUANTITY, lowStockThreshold: 40}) { sku { code lowStockThreshold } userErrors { code field } } }`, nil), "createSku", &p)
+	if p.Sku == nil || p.Sku.LowStockThreshold == nil || *p.Sku.LowStockThreshold != 40 {
+		t.Fatalf("create with a threshold: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, `mutation { createSku(input: {code: "NEG", name: "x", kind: QUANTITY, lowStockThreshold: -1}) { sku { code } userErrors { code field } } }`, nil), "createSku", &p)
+	if p.Sku != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != "INVALID_INPUT" || strings.Join(p.UserErrors[0].Field, ".") != "input.lowStockThreshold" {
+		t.Fatalf("create with -1: %+v", p)
+	}
+
+	set := `mutation($s: String!, $t: Int) { setSkuLowStockThreshold(sku: $s, threshold: $t) { sku { code lowStockThreshold } userErrors { code field } } }`
+	threshold := func() int { return ts.count("SELECT coalesce(low_stock_threshold, -100) FROM skus WHERE code = 'BIG'") }
+	for _, bad := range []struct {
+		sku       string
+		threshold any
+		code      string
+	}{{"BIG", -1, "INVALID_INPUT"}, {"BIG", 1_000_000_001, "INVALID_INPUT"}, {"NOPE", 3, "UNKNOWN_SKU"}, {"", 3, "INVALID_INPUT"}} {
+		ts.mustData(ts.gql(ts.admin, set, map[string]any{"s": bad.sku, "t": bad.threshold}), "setSkuLowStockThreshold", &p)
+		if p.Sku != nil || len(p.UserErrors) != 1 || p.UserErrors[0].Code != bad.code {
+			t.Fatalf("set %v: %+v", bad, p)
+		}
+		if n := threshold(); n != 40 {
+			t.Fatalf("set %v changed the threshold to %d", bad, n)
+		}
+	}
+	ts.mustData(ts.gql(ts.admin, set, map[string]any{"s": "BIG", "t": 0}), "setSkuLowStockThreshold", &p)
+	if p.Sku == nil || p.Sku.LowStockThreshold == nil || *p.Sku.LowStockThreshold != 0 || threshold() != 0 {
+		t.Fatalf("set 0: %+v", p)
+	}
+	ts.mustData(ts.gql(ts.admin, set, map[string]any{"s": "BIG", "t": nil}), "setSkuLowStockThreshold", &p)
+	if p.Sku == nil || p.Sku.LowStockThreshold != nil || threshold() != -100 {
+		t.Fatalf("clear: %+v", p)
+	}
+	var read struct {
+		LowStockThreshold *int `json:"lowStockThreshold"`
+	}
+	ts.mustData(ts.gql("", `{ sku(code: "BIG") { lowStockThreshold } }`, nil), "sku", &read)
+	if read.LowStockThreshold != nil {
+		t.Fatalf("read after clearing: %+v", read)
+	}
+}

@@ -29,6 +29,9 @@ type SKU struct {
 	Name     string
 	Kind     StockKind
 	Balances []Balance
+	// LowStockThreshold is the SKU's own stock.low threshold, for SKUs that
+	// sell in other volumes than the rest; nil: each webhook endpoint's.
+	LowStockThreshold *int
 }
 
 // Balance is the stock of one SKU at one location. Available is derived, never

@@ -9,6 +9,9 @@ type Catalog interface {
 	SKUCreate(ctx context.Context, in CreateSKUInput) (SKU, error)
 	// SKUGetByCode returns nil, nil for an unknown code.
 	SKUGetByCode(ctx context.Context, code string) (*SKU, error)
+	// SKULowStockThresholdSet sets (nil: clears) a SKU's own stock.low
+	// threshold; UNKNOWN_SKU for an unknown SKU.
+	SKULowStockThresholdSet(ctx context.Context, code string, threshold *int) (SKU, error)
 }
 
 // Stock changes and reads balances. Every change writes its ledger row in the

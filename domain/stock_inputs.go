@@ -26,6 +26,8 @@ type CreateSKUInput struct {
 	Code string
 	Name string
 	Kind StockKind
+	// LowStockThreshold: none (each webhook endpoint's applies) when nil.
+	LowStockThreshold *int
 }
 
 // Validate checks the input before anything is written.
@@ -39,7 +41,7 @@ func (in CreateSKUInput) Validate() error {
 	if !in.Kind.Valid() {
 		return InvalidInput([]string{"input", "kind"}, "kind must be QUANTITY or CODES")
 	}
-	return nil
+	return CheckLowStockThreshold([]string{"input", "lowStockThreshold"}, in.LowStockThreshold)
 }
 
 // ReceiveStockInput adds delivered stock to a balance.

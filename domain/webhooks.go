@@ -68,7 +68,8 @@ type WebhookEndpoint struct {
 	SKUs      []string // empty: every SKU
 	Locations []string // empty: every location
 	// LowStockThreshold: stock.low fires when available falls from above it
-	// to at or below it.
+	// to at or below it, for SKUs without a threshold of their own
+	// (SKU.LowStockThreshold).
 	LowStockThreshold int
 	// CursorSeq is the stock event seq delivered up to: delivery resumes
 	// after it, across restarts and pauses.
@@ -124,15 +125,17 @@ func (in CreateWebhookInput) Validate(checkURL func(string) error) error {
 	if len(in.Topics) == 0 {
 		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
 	}
-	if err := validateThreshold(in.LowStockThreshold); err != nil {
+	if err := CheckLowStockThreshold([]string{"input", "lowStockThreshold"}, in.LowStockThreshold); err != nil {
 		return err
 	}
 	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)
 }
 
-func validateThreshold(t *int) error {
+// CheckLowStockThreshold refuses a stock.low threshold outside 0 to
+// MaxLowStockThreshold (nil is none, and valid).
+func CheckLowStockThreshold(field []string, t *int) error {
 	if t != nil && (*t < 0 || *t > MaxLowStockThreshold) {
-		return InvalidInput([]string{"input", "lowStockThreshold"}, "must be between 0 and %d", MaxLowStockThreshold)
+		return InvalidInput(field, "must be between 0 and %d", MaxLowStockThreshold)
 	}
 	return nil
 }
@@ -147,7 +150,7 @@ func (in UpdateWebhookInput) Validate(checkURL func(string) error) error {
 	if in.Topics != nil && len(in.Topics) == 0 {
 		return InvalidInput([]string{"input", "topics"}, "give at least one topic")
 	}
-	if err := validateThreshold(in.LowStockThreshold); err != nil {
+	if err := CheckLowStockThreshold([]string{"input", "lowStockThreshold"}, in.LowStockThreshold); err != nil {
 		return err
 	}
 	return validateWebhookFilters(in.Topics, in.SKUs, in.Locations)

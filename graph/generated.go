@@ -129,25 +129,26 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AdjustStock         func(childComplexity int, input model.AdjustStockInput) int
-		ConfirmReservation  func(childComplexity int, input model.ConfirmReservationInput) int
-		CreateLocation      func(childComplexity int, input model.CreateLocationInput) int
-		CreateSku           func(childComplexity int, input model.CreateSkuInput) int
-		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
-		DeleteWebhook       func(childComplexity int, id string) int
-		ExtendReservation   func(childComplexity int, input model.ExtendReservationInput) int
-		ImportCodes         func(childComplexity int, input model.ImportCodesInput) int
-		IssueCheckoutToken  func(childComplexity int, checkoutID string, ttlSeconds *int) int
-		PauseWebhook        func(childComplexity int, id string, reason *string) int
-		ReceiveStock        func(childComplexity int, input model.ReceiveStockInput) int
-		ReleaseReservation  func(childComplexity int, input model.ReleaseReservationInput) int
-		Reserve             func(childComplexity int, input model.ReserveInput) int
-		ResumeWebhook       func(childComplexity int, id string) int
-		RotateWebhookSecret func(childComplexity int, id string) int
-		SendTestWebhook     func(childComplexity int, id string) int
-		SetPreorder         func(childComplexity int, input model.SetPreorderInput) int
-		SetStockLevels      func(childComplexity int, input model.SetStockLevelsInput) int
-		UpdateWebhook       func(childComplexity int, input model.UpdateWebhookInput) int
+		AdjustStock             func(childComplexity int, input model.AdjustStockInput) int
+		ConfirmReservation      func(childComplexity int, input model.ConfirmReservationInput) int
+		CreateLocation          func(childComplexity int, input model.CreateLocationInput) int
+		CreateSku               func(childComplexity int, input model.CreateSkuInput) int
+		CreateWebhook           func(childComplexity int, input model.CreateWebhookInput) int
+		DeleteWebhook           func(childComplexity int, id string) int
+		ExtendReservation       func(childComplexity int, input model.ExtendReservationInput) int
+		ImportCodes             func(childComplexity int, input model.ImportCodesInput) int
+		IssueCheckoutToken      func(childComplexity int, checkoutID string, ttlSeconds *int) int
+		PauseWebhook            func(childComplexity int, id string, reason *string) int
+		ReceiveStock            func(childComplexity int, input model.ReceiveStockInput) int
+		ReleaseReservation      func(childComplexity int, input model.ReleaseReservationInput) int
+		Reserve                 func(childComplexity int, input model.ReserveInput) int
+		ResumeWebhook           func(childComplexity int, id string) int
+		RotateWebhookSecret     func(childComplexity int, id string) int
+		SendTestWebhook         func(childComplexity int, id string) int
+		SetPreorder             func(childComplexity int, input model.SetPreorderInput) int
+		SetSkuLowStockThreshold func(childComplexity int, sku string, threshold *int) int
+		SetStockLevels          func(childComplexity int, input model.SetStockLevelsInput) int
+		UpdateWebhook           func(childComplexity int, input model.UpdateWebhookInput) int
 	}
 
 	Order struct {
@@ -231,10 +232,16 @@ type ComplexityRoot struct {
 	}
 
 	Sku struct {
-		Balances func(childComplexity int) int
-		Code     func(childComplexity int) int
-		Kind     func(childComplexity int) int
-		Name     func(childComplexity int) int
+		Balances          func(childComplexity int) int
+		Code              func(childComplexity int) int
+		Kind              func(childComplexity int) int
+		LowStockThreshold func(childComplexity int) int
+		Name              func(childComplexity int) int
+	}
+
+	SkuPayload struct {
+		Sku        func(childComplexity int) int
+		UserErrors func(childComplexity int) int
 	}
 
 	StockEvent struct {
@@ -321,6 +328,7 @@ type MutationResolver interface {
 	IssueCheckoutToken(ctx context.Context, checkoutID string, ttlSeconds *int) (*model.CheckoutToken, error)
 	CreateLocation(ctx context.Context, input model.CreateLocationInput) (*model.CreateLocationPayload, error)
 	CreateSku(ctx context.Context, input model.CreateSkuInput) (*model.CreateSkuPayload, error)
+	SetSkuLowStockThreshold(ctx context.Context, sku string, threshold *int) (*model.SkuPayload, error)
 	ReceiveStock(ctx context.Context, input model.ReceiveStockInput) (*model.BalancePayload, error)
 	AdjustStock(ctx context.Context, input model.AdjustStockInput) (*model.BalancePayload, error)
 	ImportCodes(ctx context.Context, input model.ImportCodesInput) (*model.ImportCodesPayload, error)
@@ -865,6 +873,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetPreorder(childComplexity, args["input"].(model.SetPreorderInput)), true
+	case "Mutation.setSkuLowStockThreshold":
+		if e.ComplexityRoot.Mutation.SetSkuLowStockThreshold == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setSkuLowStockThreshold_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetSkuLowStockThreshold(childComplexity, args["sku"].(string), args["threshold"].(*int)), true
 	case "Mutation.setStockLevels":
 		if e.ComplexityRoot.Mutation.SetStockLevels == nil {
 			break
@@ -1279,12 +1298,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Sku.Kind(childComplexity), true
+	case "Sku.lowStockThreshold":
+		if e.ComplexityRoot.Sku.LowStockThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Sku.LowStockThreshold(childComplexity), true
 	case "Sku.name":
 		if e.ComplexityRoot.Sku.Name == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Sku.Name(childComplexity), true
+
+	case "SkuPayload.sku":
+		if e.ComplexityRoot.SkuPayload.Sku == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SkuPayload.Sku(childComplexity), true
+	case "SkuPayload.userErrors":
+		if e.ComplexityRoot.SkuPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SkuPayload.UserErrors(childComplexity), true
 
 	case "StockEvent.at":
 		if e.ComplexityRoot.StockEvent.At == nil {
@@ -1759,6 +1797,8 @@ type Sku {
   name: String!
   kind: StockKind!
   balances: [Balance!]!
+  "The SKU's own STOCK_LOW webhook threshold, used instead of each endpoint's; null: each endpoint's lowStockThreshold."
+  lowStockThreshold: Int
 }
 
 "A business outcome: the request was understood, refused, and changed nothing."
@@ -1957,6 +1997,13 @@ input CreateSkuInput {
   code: String!
   name: String!
   kind: StockKind!
+  "The SKU's own STOCK_LOW webhook threshold, 0 to 1000000000; absent or null: each endpoint's."
+  lowStockThreshold: Int
+}
+
+type SkuPayload {
+  sku: Sku
+  userErrors: [UserError!]!
 }
 
 type CreateSkuPayload {
@@ -2140,6 +2187,11 @@ type Mutation {
   issueCheckoutToken(checkoutId: String!, ttlSeconds: Int): CheckoutToken!
   createLocation(input: CreateLocationInput!): CreateLocationPayload!
   createSku(input: CreateSkuInput!): CreateSkuPayload!
+  """
+  Admin: set the SKU's own STOCK_LOW webhook threshold (0 to 1000000000), used instead of each endpoint's
+  lowStockThreshold; null clears it. Applies to every event not yet delivered. UNKNOWN_SKU for an unknown SKU.
+  """
+  setSkuLowStockThreshold(sku: String!, threshold: Int): SkuPayload!
   "Add delivered stock to a QUANTITY SKU."
   receiveStock(input: ReceiveStockInput!): BalancePayload!
   "Correct on-hand stock; never below what is reserved (BELOW_RESERVED)."
@@ -2196,7 +2248,7 @@ type WebhookEndpoint {
   skus: [String!]!
   "Location codes whose events are sent; empty: every location."
   locations: [String!]!
-  "STOCK_LOW fires when a balance's available falls from above this to at or below it. One threshold for every SKU."
+  "STOCK_LOW fires when a balance's available falls from above this to at or below it, for SKUs without a lowStockThreshold of their own."
   lowStockThreshold: Int!
   "The stock event seq delivered up to."
   cursorSeq: Int64!
@@ -2219,7 +2271,7 @@ input CreateWebhookInput {
   skus: [String!]
   "At most 100 location codes; empty or absent: every location."
   locations: [String!]
-  "The STOCK_LOW threshold, 0 to 1000000000, for every SKU (per-SKU thresholds are not supported)."
+  "The STOCK_LOW threshold, 0 to 1000000000, for SKUs without a lowStockThreshold of their own (see setSkuLowStockThreshold)."
   lowStockThreshold: Int = 5
 }
 
@@ -2601,8 +2653,20 @@ func (ec *executionContext) childFields_Sku(ctx context.Context, field graphql.C
 		return ec.fieldContext_Sku_kind(ctx, field)
 	case "balances":
 		return ec.fieldContext_Sku_balances(ctx, field)
+	case "lowStockThreshold":
+		return ec.fieldContext_Sku_lowStockThreshold(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Sku", field.Name)
+}
+
+func (ec *executionContext) childFields_SkuPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "sku":
+		return ec.fieldContext_SkuPayload_sku(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_SkuPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SkuPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_StockEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3104,6 +3168,28 @@ func (ec *executionContext) field_Mutation_setPreorder_args(ctx context.Context,
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setSkuLowStockThreshold_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sku",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sku"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "threshold",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threshold"] = arg1
 	return args, nil
 }
 
@@ -4981,6 +5067,50 @@ func (ec *executionContext) fieldContext_Mutation_createSku(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createSku_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setSkuLowStockThreshold(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setSkuLowStockThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetSkuLowStockThreshold(ctx, fc.Args["sku"].(string), fc.Args["threshold"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SkuPayload) graphql.Marshaler {
+			return ec.marshalNSkuPayload2ᚖinventoryᚋgraphᚋmodelᚐSkuPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setSkuLowStockThreshold(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SkuPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setSkuLowStockThreshold_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7203,6 +7333,93 @@ func (ec *executionContext) fieldContext_Sku_balances(_ context.Context, field g
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Balance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Sku_lowStockThreshold(ctx context.Context, field graphql.CollectedField, obj *domain.SKU) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Sku_lowStockThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LowStockThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Sku_lowStockThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Sku", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SkuPayload_sku(ctx context.Context, field graphql.CollectedField, obj *model.SkuPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SkuPayload_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sku, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.SKU) graphql.Marshaler {
+			return ec.marshalOSku2ᚖinventoryᚋdomainᚐSKU(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SkuPayload_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SkuPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Sku(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SkuPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.SkuPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SkuPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SkuPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SkuPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
 		},
 	}
 	return fc, nil
@@ -9658,7 +9875,7 @@ func (ec *executionContext) unmarshalInputCreateSkuInput(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "name", "kind"}
+	fieldsInOrder := [...]string{"code", "name", "kind", "lowStockThreshold"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9686,6 +9903,13 @@ func (ec *executionContext) unmarshalInputCreateSkuInput(ctx context.Context, ob
 				return it, err
 			}
 			it.Kind = data
+		case "lowStockThreshold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lowStockThreshold"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.LowStockThreshold = data
 		}
 	}
 	return it, nil
@@ -11119,6 +11343,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setSkuLowStockThreshold":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setSkuLowStockThreshold(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "receiveStock":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_receiveStock(ctx, field)
@@ -11800,6 +12031,49 @@ func (ec *executionContext) _Sku(ctx context.Context, sel ast.SelectionSet, obj 
 			}
 		case "balances":
 			out.Values[i] = ec._Sku_balances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lowStockThreshold":
+			out.Values[i] = ec._Sku_lowStockThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var skuPayloadImplementors = []string{"SkuPayload"}
+
+func (ec *executionContext) _SkuPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SkuPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, skuPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SkuPayload")
+		case "sku":
+			out.Values[i] = ec._SkuPayload_sku(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._SkuPayload_userErrors(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -13054,6 +13328,14 @@ func (ec *executionContext) marshalNSetStockLevelsPayload2ᚖinventoryᚋgraph�
 		return graphql.Null
 	}
 	return ec._SetStockLevelsPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSkuPayload2ᚖinventoryᚋgraphᚋmodelᚐSkuPayload(ctx context.Context, sel ast.SelectionSet, v *model.SkuPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SkuPayload!")
+		return graphql.Null
+	}
+	return ec._SkuPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNStockEvent2inventoryᚋdomainᚐStockEvent(ctx context.Context, sel ast.SelectionSet, v domain.StockEvent) graphql.Marshaler {

@@ -262,6 +262,9 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 	add(domain.TopicStockChanged, changedData(e.StockEvent))
 	if p := e.PreviousAvailable; p != nil {
 		now, low := e.Available(), t.LowStockThreshold
+		if e.LowStockThreshold != nil {
+			low = *e.LowStockThreshold // the SKU's own
+		}
 		level := stockLevelData{stockChangedData: changedData(e.StockEvent), PreviousAvailable: *p}
 		if *p > low && now <= low {
 			withThreshold := level

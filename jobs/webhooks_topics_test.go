@@ -209,3 +209,77 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 		}
 	}
 }
+
+// stock.low uses a SKU's own threshold where it has one and the endpoint's
+// elsewhere; clearing a SKU's threshold returns it to the endpoint's.
+func TestWebhookStockLowPerSKUThreshold(t *testing.T) {
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	b.Catalog(t, domain.KindQuantity, []string{"A", "B", "C", "D"}, "L1")
+	two, zero := 2, 0
+	for sku, th := range map[string]*int{"A": &two, "C": &zero, "D": &two} {
+		sku, err := b.Store.SKULowStockThresholdSet(b.Ctx, sku, th)
+		if err != nil || sku.LowStockThreshold == nil || *sku.LowStockThreshold != *th {
+			t.Fatalf("set %v: %+v %v", *th, sku, err)
+		}
+	}
+	if sku, err := b.Store.SKULowStockThresholdSet(b.Ctx, "D", nil); err != nil || sku.LowStockThreshold != nil {
+		t.Fatalf("clear D: %+v %v", sku, err)
+	}
+	rcv := &receiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockLow}}); err != nil {
+		t.Fatal(err)
+	}
+	step := 0
+	change := func(sku string, delta int) {
+		t.Helper()
+		step++
+		var err error
+		if delta > 0 {
+			_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "L1", Quantity: delta, Reference: fmt.Sprint("r", step)})
+		} else {
+			_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: "L1", Delta: delta, Reason: "count", Reference: fmt.Sprint("a", step)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sku := range []string{"A", "B", "C", "D"} {
+		change(sku, 10)
+	}
+	change("A", -6) // 10→4: above A's 2, no stock.low
+	change("A", -2) // 4→2: stock.low at 2
+	change("B", -6) // 10→4: stock.low at the endpoint's 5
+	change("C", -9) // 10→1: above C's 0
+	change("C", -1) // 1→0: stock.low at 0
+	change("D", -6) // 10→4: D's own was cleared, the endpoint's 5
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval = b.Store, true, 100*time.Millisecond
+	b.startClient(t, cfg)
+	want := []string{"A 2 2", "B 4 5", "C 0 0", "D 4 5"}
+	var got []string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got = nil
+		for _, r := range rcv.snapshot() {
+			var body topicBody
+			if err := json.Unmarshal(r.body, &body); err != nil || body.Data.Threshold == nil {
+				t.Fatalf("%s: %v", r.body, err)
+			}
+			got = append(got, fmt.Sprintf("%s %d %d", body.Data.SKU, body.Data.Available, *body.Data.Threshold))
+		}
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("stock.low deliveries %q, want %q", got, want)
+	}
+}

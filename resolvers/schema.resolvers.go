@@ -98,8 +98,17 @@ func (r *mutationResolver) CreateSku(ctx context.Context, input model.CreateSkuI
 	if err := auth.Authorize(ctx, auth.ManageCatalog); err != nil {
 		return nil, err
 	}
-	sku, ue, err := outcome(r.Catalog.SKUCreate(ctx, domain.CreateSKUInput{Code: input.Code, Name: input.Name, Kind: input.Kind}))
+	sku, ue, err := outcome(r.Catalog.SKUCreate(ctx, domain.CreateSKUInput{Code: input.Code, Name: input.Name, Kind: input.Kind, LowStockThreshold: input.LowStockThreshold}))
 	return &model.CreateSkuPayload{Sku: sku, UserErrors: ue}, err
+}
+
+// SetSkuLowStockThreshold is the resolver for the setSkuLowStockThreshold field.
+func (r *mutationResolver) SetSkuLowStockThreshold(ctx context.Context, sku string, threshold *int) (*model.SkuPayload, error) {
+	if err := auth.Authorize(ctx, auth.ManageCatalog); err != nil {
+		return nil, err
+	}
+	got, ue, err := outcome(r.Catalog.SKULowStockThresholdSet(ctx, sku, threshold))
+	return &model.SkuPayload{Sku: got, UserErrors: ue}, err
 }
 
 // ReceiveStock is the resolver for the receiveStock field.

@@ -67,10 +67,10 @@ func (s *Store) SKUCreate(ctx context.Context, in domain.CreateSKUInput) (domain
 	var sku domain.SKU
 	var kind string
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO skus (code, name, kind) VALUES ($1, $2, $3)
+		INSERT INTO skus (code, name, kind, low_stock_threshold) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (code) DO NOTHING
-		RETURNING code, name, kind`, in.Code, in.Name, kindToDB(in.Kind)).
-		Scan(&sku.Code, &sku.Name, &kind)
+		RETURNING code, name, kind, low_stock_threshold`, in.Code, in.Name, kindToDB(in.Kind), in.LowStockThreshold).
+		Scan(&sku.Code, &sku.Name, &kind, &sku.LowStockThreshold)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sku, alreadyExists("SKU", in.Code)
 	}
@@ -82,32 +82,64 @@ func (s *Store) SKUCreate(ctx context.Context, in domain.CreateSKUInput) (domain
 // SKUGetByCode returns a SKU with its balances in sourcing order, or nil.
 func (s *Store) SKUGetByCode(ctx context.Context, code string) (*domain.SKU, error) {
 	var sku *domain.SKU
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		var got domain.SKU
-		var kind string
-		var id int64
-		err := tx.QueryRow(ctx, `SELECT id, code, name, kind FROM skus WHERE code = $1`, code).
-			Scan(&id, &got.Code, &got.Name, &kind)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		got.Kind = kindFromDB(kind)
-		rows, err := tx.Query(ctx, `
-			SELECT `+balanceColumns+`
-			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
-			WHERE b.sku_id = $1
-			ORDER BY l.priority, l.code`, id)
-		if err != nil {
-			return err
-		}
-		got.Balances, err = pgx.CollectRows(rows, scanBalance)
-		sku = &got
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) (err error) {
+		sku, err = skuByCode(ctx, tx, code)
 		return err
 	})
 	return sku, wrap("SKUGetByCode", err)
+}
+
+// SKULowStockThresholdSet sets (nil: clears) the SKU's own stock.low
+// threshold and returns the SKU as it is then.
+func (s *Store) SKULowStockThresholdSet(ctx context.Context, code string, threshold *int) (domain.SKU, error) {
+	if err := domain.CheckIdentifier([]string{"sku"}, code); err != nil {
+		return domain.SKU{}, err
+	}
+	if err := domain.CheckLowStockThreshold([]string{"threshold"}, threshold); err != nil {
+		return domain.SKU{}, err
+	}
+	var sku *domain.SKU
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE skus SET low_stock_threshold = $2 WHERE code = $1`, code, threshold)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return &domain.Error{Code: domain.CodeUnknownSKU, Message: "unknown SKU " + strconv.Quote(code), Field: []string{"sku"}, SKU: code}
+		}
+		sku, err = skuByCode(ctx, tx, code)
+		return err
+	})
+	if err != nil {
+		return domain.SKU{}, wrap("SKULowStockThresholdSet", err)
+	}
+	return *sku, nil
+}
+
+// skuByCode reads a SKU with its balances in sourcing order, or nil.
+func skuByCode(ctx context.Context, tx pgx.Tx, code string) (*domain.SKU, error) {
+	var got domain.SKU
+	var kind string
+	var id int64
+	err := tx.QueryRow(ctx, `SELECT id, code, name, kind, low_stock_threshold FROM skus WHERE code = $1`, code).
+		Scan(&id, &got.Code, &got.Name, &kind, &got.LowStockThreshold)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	got.Kind = kindFromDB(kind)
+	rows, err := tx.Query(ctx, `
+		SELECT `+balanceColumns+`
+		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+		WHERE b.sku_id = $1
+		ORDER BY l.priority, l.code`, id)
+	if err != nil {
+		return nil, err
+	}
+	got.Balances, err = pgx.CollectRows(rows, scanBalance)
+	return &got, err
 }
 
 func alreadyExists(what, code string) error {

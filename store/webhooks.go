@@ -237,6 +237,9 @@ type WebhookEvent struct {
 	// Lines are the events of that reservation with the same cause passing
 	// the filters (this one first), when FirstOfReservation.
 	Lines []WebhookLine
+	// LowStockThreshold is the SKU's own stock.low threshold as it is now;
+	// nil: the endpoint's.
+	LowStockThreshold *int
 }
 
 // WebhookLine is one balance change of a reservation's transition.
@@ -306,13 +309,13 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 		rows, err := tx.Query(ctx, `
 			WITH sel AS (
 				SELECT e.seq, e.sku_id, e.location_id, s.code AS sku, l.code AS location, e.cause, e.on_hand, e.reserved,
-				       e.at, e.reservation_id
+				       e.at, e.reservation_id, s.low_stock_threshold
 				FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
 				WHERE e.seq > $1 AND e.seq <= $2
 				  AND (cardinality($3::text[]) = 0 OR s.code = ANY($3))
 				  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
 			)
-			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id::text,
+			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id::text, e.low_stock_threshold,
 			       coalesce(p.available, CASE WHEN $5 = 0 THEN 0 END),
 			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
 			         NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
@@ -342,7 +345,7 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			var e WebhookEvent
 			var cause string
 			var lines []byte
-			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID,
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.LowStockThreshold,
 				&e.PreviousAvailable, &e.FirstOfReservation, &lines)
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
 			if err == nil && e.FirstOfReservation && lines != nil {

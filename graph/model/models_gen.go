@@ -61,6 +61,8 @@ type CreateSkuInput struct {
 	Code string           `json:"code"`
 	Name string           `json:"name"`
 	Kind domain.StockKind `json:"kind"`
+	// The SKU's own STOCK_LOW webhook threshold, 0 to 1000000000; absent or null: each endpoint's.
+	LowStockThreshold *int `json:"lowStockThreshold,omitempty"`
 }
 
 type CreateSkuPayload struct {
@@ -76,7 +78,7 @@ type CreateWebhookInput struct {
 	Skus []string `json:"skus,omitempty"`
 	// At most 100 location codes; empty or absent: every location.
 	Locations []string `json:"locations,omitempty"`
-	// The STOCK_LOW threshold, 0 to 1000000000, for every SKU (per-SKU thresholds are not supported).
+	// The STOCK_LOW threshold, 0 to 1000000000, for SKUs without a lowStockThreshold of their own (see setSkuLowStockThreshold).
 	LowStockThreshold *int `json:"lowStockThreshold,omitempty"`
 }
 
@@ -189,6 +191,11 @@ type SetStockLevelsPayload struct {
 	// The changed balances, after the change, in input order.
 	Balances   []domain.Balance `json:"balances"`
 	UserErrors []UserError      `json:"userErrors"`
+}
+
+type SkuPayload struct {
+	Sku        *domain.SKU `json:"sku,omitempty"`
+	UserErrors []UserError `json:"userErrors"`
 }
 
 type StockLevelInput struct {
