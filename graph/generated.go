@@ -2264,7 +2264,7 @@ type WebhookEndpoint {
 }
 
 input CreateWebhookInput {
-  "http or https, without credentials; loopback and private addresses are refused unless the server allows them."
+  "http or https, at most 2048 RFC 3986 characters (percent-encode others), without credentials or fragment; loopback and private addresses are refused unless the server allows them."
   url: String!
   topics: [WebhookTopic!]!
   "At most 500 SKU codes; empty or absent: every SKU."

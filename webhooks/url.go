@@ -30,6 +30,18 @@ func Forbidden(addr netip.Addr) bool {
 		addr.IsMulticast() || cgnat.Contains(addr)
 }
 
+// notURLChar is a character RFC 3986 does not allow in a URL as written
+// (space, quotes, <, >, \, ^, `, {, |, }, controls, non-ASCII): a URL an
+// admin pastes with one of them is a mistake, and shown back on the admin
+// page it must not look like markup.
+func notURLChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
+}
+
 // CheckURL validates a target URL at registration: absolute http or https, a
 // host, no credentials, no fragment; a literal IP address (or "localhost")
 // must not be forbidden unless allowPrivate. Names are checked again after
@@ -37,6 +49,9 @@ func Forbidden(addr netip.Addr) bool {
 func CheckURL(raw string, allowPrivate bool) error {
 	if raw == "" || len(raw) > MaxURLLength {
 		return fmt.Errorf("url must be 1 to %d characters", MaxURLLength)
+	}
+	if i := strings.IndexFunc(raw, notURLChar); i >= 0 {
+		return fmt.Errorf("url must be written with URL characters only (percent-encode the rest): %q at byte %d", raw[i:i+1], i)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -111,6 +111,13 @@ func TestCheckURL(t *testing.T) {
 		{"http://[::ffff:127.0.0.1]/", false, false},
 		{"https://user:pass@example.com/", true, false},
 		{"ftp://127.0.0.1/", true, false},
+		{"https://example.com/%3Cb%3E?q=a+b&r=(1)", false, true},
+		{"https://example.com/a b", false, false},
+		{"https://example.com/<b>x</b>", false, false},
+		{`https://example.com/"onmouseover="x`, false, false},
+		{"https://exämple.com/", false, false},
+		{"https://example.com/\x00", false, false},
+		{"https://example.com/{a}|^`", false, false},
 	} {
 		err := CheckURL(tc.url, tc.allowPrivate)
 		if (err == nil) != tc.ok {

@@ -14,6 +14,7 @@ const state = {
   rows: new Map(),   // "sku\u0000location" -> balance
   view: [],          // filtered, sorted keys
   seq: 0,            // last stock event applied
+  seqKnown: false,   // seq was read from the server (0 may be a real seq)
   selected: null,    // key the quick actions act on
   ws: null, live: false, retry: 0,
 };
@@ -56,6 +57,7 @@ async function loadBalances() {
   } while (after);
   state.rows = rows;
   state.seq = seq;
+  state.seqKnown = true;
   refilter();
 }
 
