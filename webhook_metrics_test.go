@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"inventory/testkit"
 )
 
 // Deliveries are counted on /metrics by outcome, and the delivery lag is
@@ -70,4 +73,31 @@ func TestWebhookMetrics(t *testing.T) {
 	if v, ok := metric(`inventory_webhook_lag_events`); !ok || v != 0 {
 		t.Fatalf("lag with only a paused endpoint: %v %v", v, ok)
 	}
+
+	// An endpoint that is not paused but behind (its receiver is holding the
+	// first delivery) shows in the lag: head minus its cursor, above 0; once
+	// the receiver answers, the lag is 0 again.
+	slow := testkit.NewWebhookReceiver(t)
+	held := slow.HoldNext()
+	ts.mustData(ts.gql(ts.admin, `mutation($u: String!) { createWebhook(input: {url: $u, topics: [STOCK_CHANGED]}) { webhook { id } userErrors { code } } }`,
+		map[string]any{"u": slow.URL}), "createWebhook", &p)
+	for i := range 3 {
+		ts.mustData(ts.gql(ts.admin, `mutation($r: String!) { receiveStock(input: {sku: "WH-METRICS", location: "AMS", quantity: 1, reference: $r}) { userErrors { code } } }`,
+			map[string]any{"r": fmt.Sprint("PO-slow-", i)}), "receiveStock", new(map[string]any))
+	}
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no delivery to the slow receiver")
+	}
+	behind := `SELECT (SELECT last_seq FROM stock_events_head) - cursor_seq FROM webhook_endpoints WHERE id = '` + p.Webhook.ID + `'`
+	waitUntil(t, 20*time.Second, "the lag of the endpoint that is behind", func() bool {
+		v, ok := metric(`inventory_webhook_lag_events`)
+		return ok && v == 3 && ts.count(behind) == 3
+	})
+	slow.Release()
+	waitUntil(t, 20*time.Second, "the lag back to 0 after the slow receiver answered", func() bool {
+		v, ok := metric(`inventory_webhook_lag_events`)
+		return ok && v == 0
+	})
 }
