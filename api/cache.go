@@ -39,11 +39,14 @@ const maxCachedResponseBytes = 1 << 20
 //     400, 413, 429, …) gets Cache-Control: no-store;
 //   - every GET answer carries Vary: Authorization, Cookie.
 //
-// The ETag is the SHA-256 of the answer's body and Content-Type. The issue
-// asked for one derived from the event sequence of the balances read; a hash
-// of the body is the same thing seen from the client: nothing moved, same
-// bytes, same ETag (on every instance, with no extra query), and any change
-// to a balance read changes the bytes. It costs one hash of a small body.
+// The ETag is the SHA-256 of the answer's body and Content-Type: nothing
+// moved, same bytes, same ETag (on every instance, with no extra query), and
+// any change to a balance read changes the bytes. It is not derived from the
+// stock event seq of the balances read, though that was asked for: a change
+// commits to its balance before the relay gives its event a seq, so in that
+// window a seq-derived tag still matches the copy from before the change and
+// would confirm it (304) although it is stale. It costs one hash of a small
+// body.
 //
 // POST (and other methods), WebSocket upgrades and SSE streams pass through
 // untouched: POST answers are not cacheable by HTTP's rules anyway, and
