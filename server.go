@@ -232,10 +232,17 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// has drained, not at the same moment as the signal.
 	// An instance with INVENTORY_RUN_JOBS=false still inserts jobs (expiry of
 	// its holds); other instances work them.
+	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
+	dispatchDone := make(chan struct{})
 	if cfg.RunJobs {
 		if err := riverClient.Start(context.WithoutCancel(ctx)); err != nil {
+			stopDispatch()
 			return nil, fmt.Errorf("start river: %w", err)
 		}
+		dispatcher := &jobs.WebhookDispatcher{Store: jobStore, Client: riverClient, Logger: logger}
+		go func() { defer close(dispatchDone); dispatcher.Run(dispatchCtx) }()
+	} else {
+		close(dispatchDone)
 	}
 	ok = true
 	// The broker stops first at shutdown, so live subscriptions end (and
@@ -255,6 +262,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
 		stopBroker()
+		stopDispatch() // inserts nothing once River is stopping
+		<-dispatchDone
 		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient, cfg.RunJobs))
 		stopAux()
 		db.close()

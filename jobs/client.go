@@ -37,11 +37,9 @@ type Config struct {
 	// pass found.
 	OnReconcile func(issues int)
 	MaxWorkers  int
-	// Webhooks, if set, delivers outbound webhooks: every WebhookInterval
-	// (1 s when zero) a dispatch pass starts delivery to endpoints that are
-	// behind the stock event stream.
+	// Webhooks, if set, delivers outbound webhooks (WebhookDeliverWorker);
+	// a WebhookDispatcher starts the deliveries.
 	Webhooks            WebhookStore
-	WebhookInterval     time.Duration
 	WebhookAllowPrivate bool
 	// WebhookBackoff, if set, replaces River's retry policy for deliveries
 	// (tests); WebhookPauseAfter (WebhookMaxAttempts when zero) consecutive
@@ -90,16 +88,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
 	}
 	if cfg.Webhooks != nil {
-		river.AddWorker(workers, &WebhookDispatchWorker{Store: cfg.Webhooks})
 		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate,
 			Backoff: cfg.WebhookBackoff, PauseAfter: cfg.WebhookPauseAfter, OnAttempt: cfg.OnWebhookAttempt, Logger: cfg.Logger})
-		interval := cfg.WebhookInterval
-		if interval <= 0 {
-			interval = time.Second
-		}
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(interval),
-			func() (river.JobArgs, *river.InsertOpts) { return WebhookDispatchArgs{}, nil },
-			&river.PeriodicJobOpts{ID: "webhook_dispatch", RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:               slog.New(quietHandler{cfg.Logger.Handler()}),

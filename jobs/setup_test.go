@@ -77,8 +77,9 @@ func (b *testBundle) config() jobs.Config {
 	}
 }
 
-// startClient builds the real River client with jobs.NewClient, starts it, and
-// stops it when the test ends (before the pool closes).
+// startClient builds the real River client with jobs.NewClient, starts it
+// (with a WebhookDispatcher ticking every 100 ms when cfg.Webhooks is set),
+// and stops both when the test ends (before the pool closes).
 func (b *testBundle) startClient(t *testing.T, cfg jobs.Config) *river.Client[pgx.Tx] {
 	t.Helper()
 	client, err := jobs.NewClient(b.Pool, cfg)
@@ -88,7 +89,17 @@ func (b *testBundle) startClient(t *testing.T, cfg jobs.Config) *river.Client[pg
 	if err := client.Start(context.Background()); err != nil {
 		t.Fatalf("client.Start: %v", err)
 	}
+	dispatchCtx, stopDispatch := context.WithCancel(context.Background())
+	dispatched := make(chan struct{})
+	if cfg.Webhooks != nil {
+		d := &jobs.WebhookDispatcher{Store: cfg.Webhooks, Client: client, Interval: 100 * time.Millisecond, Logger: cfg.Logger}
+		go func() { defer close(dispatched); d.Run(dispatchCtx) }()
+	} else {
+		close(dispatched)
+	}
 	t.Cleanup(func() {
+		stopDispatch()
+		<-dispatched
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		if err := client.Stop(ctx); err != nil {

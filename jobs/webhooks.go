@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -38,18 +37,6 @@ const (
 	webhookRunFor         = 30 * time.Second // keeps Timeout below RescueStuckJobsAfter
 )
 
-// WebhookDispatchArgs asks for one pass that starts delivery to every endpoint
-// with events after its cursor.
-type WebhookDispatchArgs struct{}
-
-// Kind names the job in River's tables.
-func (WebhookDispatchArgs) Kind() string { return "webhook_dispatch" }
-
-// InsertOpts: one pass waiting at a time is enough.
-func (WebhookDispatchArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByState: webhookUniqueStates}}
-}
-
 // WebhookDeliverArgs delivers one endpoint's pending events, in seq order.
 type WebhookDeliverArgs struct {
 	EndpointID string `json:"endpoint_id"`
@@ -67,30 +54,6 @@ var webhookUniqueStates = []rivertype.JobState{rivertype.JobStateAvailable, rive
 // InsertOpts: unique per endpoint, retried over about two days.
 func (WebhookDeliverArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: WebhookMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: webhookUniqueStates}}
-}
-
-// WebhookDispatchWorker inserts a delivery job per endpoint that is behind.
-type WebhookDispatchWorker struct {
-	river.WorkerDefaults[WebhookDispatchArgs]
-	Store WebhookStore
-}
-
-// Work runs one pass.
-func (w *WebhookDispatchWorker) Work(ctx context.Context, _ *river.Job[WebhookDispatchArgs]) error {
-	ids, err := w.Store.WebhooksDue(ctx)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	params := make([]river.InsertManyParams, len(ids))
-	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: WebhookDeliverArgs{EndpointID: id}}
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
-	_, err = client.InsertMany(ctx, params)
-	return err
 }
 
 // WebhookDeliverWorker posts an endpoint's pending stock events one at a

@@ -92,7 +92,7 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 	}
 
 	cfg := b.config()
-	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval = b.Store, true, 100*time.Millisecond
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	cfg.WebhookBackoff = func(int) time.Duration { return 50 * time.Millisecond }
 	b.startClient(t, cfg)
 
@@ -186,7 +186,7 @@ func TestWebhookPausedAfterFailuresThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := b.config()
-	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval, cfg.WebhookPauseAfter = b.Store, true, 100*time.Millisecond, 3
+	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookPauseAfter = b.Store, true, 3
 	cfg.WebhookBackoff = func(int) time.Duration { return 20 * time.Millisecond }
 	b.startClient(t, cfg)
 
@@ -230,5 +230,62 @@ func TestWebhookPausedAfterFailuresThenResumes(t *testing.T) {
 	}
 	if fmt.Sprint(seqs) != "[evt_1 evt_2 evt_3]" {
 		t.Fatalf("after resume: %v", seqs)
+	}
+}
+
+// A quiet system writes nothing to River's tables for webhooks: with no
+// endpoint, or one that is caught up, ticks insert no job; an event to send
+// inserts delivery jobs only until it is delivered.
+func TestWebhookDispatchIdleInsertsNoJobs(t *testing.T) {
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	b.Catalog(t, domain.KindQuantity, []string{"A"}, "L1")
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
+	b.startClient(t, cfg)
+	jobsSoFar := func() int {
+		var n int
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM river_job WHERE kind LIKE 'webhook%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	time.Sleep(time.Second) // 10 ticks with no endpoint
+	if n := jobsSoFar(); n != 0 {
+		t.Fatalf("%d webhook jobs with no endpoint", n)
+	}
+
+	rcv := &receiver{}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // 10 ticks with an endpoint that is caught up
+	if n := jobsSoFar(); n != 0 {
+		t.Fatalf("%d webhook jobs with nothing to send", n)
+	}
+
+	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "A", Location: "L1", Quantity: 1, Reference: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rcv.snapshot()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the event was not delivered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the job records its end
+	after := jobsSoFar()
+	if after == 0 {
+		t.Fatal("delivered without a River job")
+	}
+	time.Sleep(time.Second) // 10 more ticks, caught up again
+	if n := jobsSoFar(); n != after {
+		t.Fatalf("%d webhook jobs after catching up, %d when the event was delivered", n, after)
 	}
 }

@@ -130,7 +130,7 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 	t.Logf("events: %q", all)
 
 	cfg := b.config()
-	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval = b.Store, true, 100*time.Millisecond
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	b.startClient(t, cfg)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -260,7 +260,7 @@ func TestWebhookStockLowPerSKUThreshold(t *testing.T) {
 	}
 
 	cfg := b.config()
-	cfg.Webhooks, cfg.WebhookAllowPrivate, cfg.WebhookInterval = b.Store, true, 100*time.Millisecond
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	b.startClient(t, cfg)
 	want := []string{"A 2 2", "B 4 5", "C 0 0", "D 4 5"}
 	var got []string
