@@ -42,6 +42,9 @@ func TestWebhookMetrics(t *testing.T) {
 	if v, ok := metric(`inventory_webhook_lag_events`); !ok || v != 0 {
 		t.Fatalf("lag without endpoints: %v %v", v, ok)
 	}
+	if v, ok := metric(`inventory_webhook_endpoints_paused`); !ok || v != 0 {
+		t.Fatalf("paused without endpoints: %v %v", v, ok)
+	}
 	if v, ok := metric(`inventory_webhook_deliveries_total\{outcome="delivered"\}`); !ok || v != 0 {
 		t.Fatalf("delivered before any: %v %v", v, ok)
 	}
@@ -72,6 +75,9 @@ func TestWebhookMetrics(t *testing.T) {
 	})
 	if v, ok := metric(`inventory_webhook_lag_events`); !ok || v != 0 {
 		t.Fatalf("lag with only a paused endpoint: %v %v", v, ok)
+	}
+	if v, ok := metric(`inventory_webhook_endpoints_paused`); !ok || v != 1 {
+		t.Fatalf("paused endpoints: %v %v", v, ok)
 	}
 
 	// An endpoint that is not paused but behind (its receiver is holding the

@@ -429,13 +429,15 @@ func insertAttempt(ctx context.Context, tx pgx.Tx, id string, a WebhookAttempt) 
 }
 
 // WebhookLag is how many stock event seqs the furthest-behind endpoint that
-// is not paused still has to go: the newest published seq minus the
-// smallest such cursor, 0 without endpoints. One statement.
-func (s *Store) WebhookLag(ctx context.Context) (int64, error) {
-	var lag int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(greatest((SELECT last_seq FROM stock_events_head) - min(cursor_seq), 0), 0)
-		FROM webhook_endpoints WHERE paused_at IS NULL`).Scan(&lag)
-	return lag, wrap("WebhookLag", err)
+// is not paused still has to go (the newest published seq minus the smallest
+// such cursor, 0 without endpoints), and how many endpoints are paused. One
+// statement.
+func (s *Store) WebhookLag(ctx context.Context) (lag int64, paused int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT
+		coalesce(greatest((SELECT last_seq FROM stock_events_head) - min(cursor_seq) FILTER (WHERE paused_at IS NULL), 0), 0),
+		count(*) FILTER (WHERE paused_at IS NOT NULL)
+		FROM webhook_endpoints`).Scan(&lag, &paused)
+	return lag, paused, wrap("WebhookLag", err)
 }
 
 // WebhookTestTarget is where a test delivery to endpoint id goes and the
