@@ -23,8 +23,10 @@ type WebhookDispatcher struct {
 	Logger   *slog.Logger
 }
 
-// Run dispatches until ctx ends. A failed tick is logged and the next one
-// tries again: nothing is lost, the cursors are in the database.
+// Run dispatches until ctx ends. A failed tick is retried by the next one:
+// nothing is lost, the cursors are in the database. Failing ticks (the
+// database is down) are logged once when they start and once when they stop,
+// not every second.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
 	interval := d.Interval
 	if interval <= 0 {
@@ -32,9 +34,20 @@ func (d *WebhookDispatcher) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	failed := 0
 	for {
-		if err := d.Dispatch(ctx); err != nil && ctx.Err() == nil && d.Logger != nil {
-			d.Logger.WarnContext(ctx, "webhook dispatch failed", "error", err)
+		err := d.Dispatch(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			if failed++; failed == 1 && d.Logger != nil {
+				d.Logger.WarnContext(ctx, "webhook dispatch failing; retrying every tick", "error", err)
+			}
+		case failed > 0:
+			if d.Logger != nil {
+				d.Logger.InfoContext(ctx, "webhook dispatch recovered", "failed_ticks", failed)
+			}
+			failed = 0
 		}
 		select {
 		case <-ctx.Done():
