@@ -1,16 +1,21 @@
 package jobs_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"inventory/domain"
+	"inventory/jobs"
 	"inventory/webhooks"
 )
 
@@ -287,5 +292,54 @@ func TestWebhookDispatchIdleInsertsNoJobs(t *testing.T) {
 	time.Sleep(time.Second) // 10 more ticks, caught up again
 	if n := jobsSoFar(); n != after {
 		t.Fatalf("%d webhook jobs after catching up, %d when the event was delivered", n, after)
+	}
+}
+
+// flakyDue is the real store whose WebhooksDue fails while down is set, as
+// it does while the database is unreachable.
+type flakyDue struct {
+	jobs.WebhookStore
+	down atomic.Bool
+}
+
+func (f *flakyDue) WebhooksDue(ctx context.Context) ([]string, error) {
+	if f.down.Load() {
+		return nil, errors.New("database unreachable")
+	}
+	return f.WebhookStore.WebhooksDue(ctx)
+}
+
+// A dispatcher whose ticks fail logs the streak once when it starts and once
+// when it ends, and dispatches again afterwards.
+func TestWebhookDispatcherLogsFailingStreakOnce(t *testing.T) {
+	b := setup(t)
+	client := b.startClient(t, b.config())
+	store := &flakyDue{WebhookStore: b.Store}
+	store.down.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	d := &jobs.WebhookDispatcher{Store: store, Client: client, Interval: 10 * time.Millisecond, Logger: b.logger}
+	go func() { defer close(done); d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(200 * time.Millisecond) // about 20 failing ticks
+	store.down.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.logs.lines("webhook dispatch recovered")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery logged:\n%s", b.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(b.logs.lines("webhook dispatch failing", "database unreachable")); n != 1 {
+		t.Fatalf("%d failing lines for one streak:\n%s", n, b.logs.String())
+	}
+	rec := b.logs.lines("webhook dispatch recovered")
+	var ticks int
+	if len(rec) != 1 {
+		t.Fatalf("recovery lines %q", rec)
+	}
+	if _, err := fmt.Sscanf(rec[0][strings.Index(rec[0], "failed_ticks="):], "failed_ticks=%d", &ticks); err != nil || ticks < 5 {
+		t.Fatalf("recovery line %q: %d failed ticks counted (%v)", rec[0], ticks, err)
 	}
 }
