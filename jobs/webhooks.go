@@ -167,6 +167,11 @@ type stockChangedData struct {
 	Reserved  int       `json:"reserved"`
 	Available int       `json:"available"`
 	At        time.Time `json:"at"`
+	// PreviousSeq is the seq of the balance's previous event (0: none, null:
+	// pruned). Every event of a balance the endpoint selects is delivered as
+	// stock.changed, so a consumer that tracks a balance knows it missed one
+	// when this is not the last seq it got for that balance.
+	PreviousSeq *int64 `json:"previousSeq"`
 }
 
 // stockLevelData is the data of a stock.low, stock.out or stock.back_in
@@ -195,14 +200,8 @@ func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
 	return b
 }
 
-func changedData(e domain.StockEvent) stockChangedData {
-	return stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause), e.OnHand, e.Reserved, e.Available(), e.At.UTC()}
-}
-
-// WebhookBody is the body of event e's stock.changed delivery: the same bytes
-// for every attempt.
-func WebhookBody(e domain.StockEvent) []byte {
-	return body(domain.TopicStockChanged, e.At, changedData(e))
+func changedData(e store.WebhookEvent) stockChangedData {
+	return stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause), e.OnHand, e.Reserved, e.Available(), e.At.UTC(), e.PreviousSeq}
 }
 
 // WebhookMessage is one delivery of one event under one topic.
@@ -222,13 +221,13 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 			out = append(out, WebhookMessage{topic, domain.WebhookMessageID(e.Seq, topic), body(topic, e.At, data)})
 		}
 	}
-	add(domain.TopicStockChanged, changedData(e.StockEvent))
+	add(domain.TopicStockChanged, changedData(e))
 	if p := e.PreviousAvailable; p != nil {
 		now, low := e.Available(), t.LowStockThreshold
 		if e.LowStockThreshold != nil {
 			low = *e.LowStockThreshold // the SKU's own
 		}
-		level := stockLevelData{stockChangedData: changedData(e.StockEvent), PreviousAvailable: *p}
+		level := stockLevelData{stockChangedData: changedData(e), PreviousAvailable: *p}
 		if *p > low && now <= low {
 			withThreshold := level
 			withThreshold.Threshold = &low
@@ -251,7 +250,7 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 		}
 	}
 	if e.Cause == domain.CausePreorderAllocated {
-		add(domain.TopicPreorderAllocated, changedData(e.StockEvent))
+		add(domain.TopicPreorderAllocated, changedData(e))
 	}
 	return out
 }

@@ -62,6 +62,8 @@ type deliveryBody struct {
 		Cause     string `json:"cause"`
 		OnHand    int    `json:"onHand"`
 		Available int    `json:"available"`
+		// PreviousSeq chains a balance's deliveries.
+		PreviousSeq *int64 `json:"previousSeq"`
 	} `json:"data"`
 }
 
@@ -138,6 +140,15 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 		}
 		last = body.Data.Seq
 		if r.status < 300 {
+			// Each answered delivery names the one before it of the same
+			// balance (0 for its first), so the chain has no gap.
+			prev := int64(0)
+			if n := len(delivered); n > 0 {
+				prev = delivered[n-1]
+			}
+			if body.Data.PreviousSeq == nil || *body.Data.PreviousSeq != prev {
+				t.Fatalf("request %d: previousSeq %v, want %d: %s", i, body.Data.PreviousSeq, prev, r.body)
+			}
 			delivered = append(delivered, body.Data.Seq)
 		}
 	}

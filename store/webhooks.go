@@ -230,6 +230,10 @@ type WebhookEvent struct {
 	// after its previous event, 0 when it has none (a new balance), nil when
 	// that is unknown (older events were pruned).
 	PreviousAvailable *int
+	// PreviousSeq is the seq of the balance's previous event, 0 when it has
+	// none, nil when that is unknown (pruned): a consumer that tracks a
+	// balance sees a gap when it differs from the last seq it got for it.
+	PreviousSeq *int64
 	// FirstOfReservation: the event carries a reservation id and no earlier
 	// event of that reservation with the same cause passes the endpoint's
 	// filters.
@@ -316,7 +320,7 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 				  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
 			)
 			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id::text, e.low_stock_threshold,
-			       coalesce(p.available, CASE WHEN $5 = 0 THEN 0 END),
+			       coalesce(p.available, CASE WHEN $5 = 0 THEN 0 END), coalesce(p.seq, CASE WHEN $5 = 0 THEN 0 END),
 			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
 			         NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
 			                     WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq < e.seq AND f.cause = e.cause
@@ -333,7 +337,7 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			       END AS lines
 			FROM sel e
 			LEFT JOIN LATERAL (
-				SELECT p.on_hand - p.reserved AS available FROM stock_events p
+				SELECT p.on_hand - p.reserved AS available, p.seq FROM stock_events p
 				WHERE p.sku_id = e.sku_id AND p.location_id = e.location_id AND p.seq IS NOT NULL AND p.seq < e.seq
 				ORDER BY p.seq DESC LIMIT 1
 			) p ON true
@@ -346,7 +350,7 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			var cause string
 			var lines []byte
 			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.LowStockThreshold,
-				&e.PreviousAvailable, &e.FirstOfReservation, &lines)
+				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines)
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
 			if err == nil && e.FirstOfReservation && lines != nil {
 				err = json.Unmarshal(lines, &e.Lines)
