@@ -42,7 +42,13 @@ type options struct {
 	smoke       bool
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
+	// only, when not empty, names the scenarios (keys, "fanout", "storm")
+	// to run; baselines run only for the scenarios kept.
+	only map[string]bool
 }
+
+// wants says whether the run includes scenario key.
+func (o options) wants(key string) bool { return len(o.only) == 0 || o.only[key] }
 
 // bench is the state shared by every scenario of one run.
 type bench struct {
@@ -79,7 +85,22 @@ func main() {
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
 	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
+	var only string
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, storm; baselines only for them")
 	flag.Parse()
+	for f := range strings.SplitSeq(only, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !strings.Contains(","+scenarioKeys()+",fanout,storm,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, storm)\n", f, scenarioKeys())
+			os.Exit(2)
+		}
+		if o.only == nil {
+			o.only = map[string]bool{}
+		}
+		o.only[f] = true
+	}
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
 	}
@@ -220,9 +241,23 @@ func (b *bench) waitStartupReconcile(ctx context.Context) error {
 // the scenarios compared with it.
 func (b *bench) runCells(ctx context.Context, rep *report) error {
 	cell := 0
-	total := len(b.opts.clients) * (len(baselines) + len(scenarios))
+	kept := 0 // cells per client count: the scenarios run and their baselines
+	for _, base := range baselines {
+		if baselineWanted(b.opts, base.key) {
+			kept++
+		}
+	}
+	for _, sc := range scenarios {
+		if b.opts.wants(sc.key) {
+			kept++
+		}
+	}
+	total := len(b.opts.clients) * kept
 	for _, clients := range b.opts.clients {
 		for _, base := range baselines {
+			if !baselineWanted(b.opts, base.key) {
+				continue
+			}
 			cell++
 			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
 			res, err := runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat)
@@ -236,7 +271,7 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
 			baseOps := res.opsPerSec()
 			for _, sc := range scenarios {
-				if sc.base != base.key {
+				if sc.base != base.key || !b.opts.wants(sc.key) {
 					continue
 				}
 				cell++
@@ -281,6 +316,26 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 	return nil
 }
 
+// baselineWanted says whether a baseline row runs: when one of the
+// scenarios compared with it does.
+func baselineWanted(o options, key string) bool {
+	for _, sc := range scenarios {
+		if sc.base == key && o.wants(sc.key) {
+			return true
+		}
+	}
+	return false
+}
+
+// scenarioKeys lists the scenario keys, for -only.
+func scenarioKeys() string {
+	keys := make([]string, len(scenarios))
+	for i, sc := range scenarios {
+		keys[i] = sc.key
+	}
+	return strings.Join(keys, ",")
+}
+
 // runExtras runs the subscriber fan-out and then the expiry storm after the
 // cells (the storm last, so a backlog of expiry jobs it may leave behind
 // does not load any other measurement); their failures are recorded in the
@@ -303,7 +358,7 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 			rep.fanNoSub = r.res.opsPerSec()
 		}
 	}
-	if ctx.Err() == nil && fanClients > 0 {
+	if ctx.Err() == nil && fanClients > 0 && b.opts.wants("fanout") {
 		logf("fan-out: %d subscribers, spread reserve load at %d clients", b.opts.subscribers, fanClients)
 		f, err := b.runFanout(ctx, b.opts.subscribers, fanClients, b.opts.cellDur, 100000)
 		if err != nil {
@@ -318,7 +373,7 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 				f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
 		}
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !b.opts.wants("storm") {
 		return
 	}
 	s, err := b.runStorm(ctx, b.opts.stormHolds, stormClients, rate, b.opts.stormWait)

@@ -6,12 +6,14 @@ import (
 	"inventory/domain"
 )
 
-// reserveCoalescer gathers concurrent single-line reserves so that one
-// transaction makes many holds. On a hot balance every reserve otherwise waits
-// for the previous one's row lock and commit, so throughput falls as buyers
-// are added; in a batch the balance row is locked and updated once for all of
-// them, and the holds, lines, ledger rows, events and expiry jobs are written
-// set-based (see reserveBatch).
+// coalescer gathers concurrent requests of one kind so that one transaction
+// serves many of them. reserveCoalescer batches single-line reserves: on a
+// hot balance every reserve otherwise waits for the previous one's row lock
+// and commit, so throughput falls as buyers are added; in a batch the balance
+// row is locked and updated once for all of them, and the holds, lines,
+// ledger rows, events and expiry jobs are written set-based (see
+// reserveBatch). confirmCoalescer batches confirms (see confirmBatch): each
+// otherwise pays a transaction, a commit and its round trips of its own.
 //
 // There is no goroutine of its own. A request that arrives while fewer than
 // maxLeaders batches run becomes a leader: it takes up to maxBatch queued
@@ -20,25 +22,35 @@ import (
 // the leadership to the oldest queued request, if any, and returns. So the
 // queue is never left without a leader, and no request serves others for
 // longer than it takes for its own result to come back.
-type reserveCoalescer struct {
+type coalescer[T interface{ turnOf() *batchTurn }] struct {
 	maxLeaders, maxBatch int
-	run                  func([]*queuedReserve) // fills each request's outcome
+	run                  func([]T) // fills each request's outcome
 
 	mu      sync.Mutex
-	queue   []*queuedReserve // not yet taken into a batch
+	queue   []T // not yet taken into a batch
 	leaders int
 }
 
-// queuedReserve is one request waiting for (or in) a batch. Its fields after
-// in are guarded by the coalescer's mutex.
+// batchTurn is a queued request's place in its coalescer; its fields are
+// guarded by the coalescer's mutex.
+type batchTurn struct {
+	wake chan struct{} // signalled when done or made leader
+	lead bool
+	done bool
+}
+
+func (t *batchTurn) turnOf() *batchTurn { return t }
+
+type reserveCoalescer = coalescer[*queuedReserve]
+
+// queuedReserve is one reserve waiting for (or in) a batch. outcome is set
+// by the batch before done.
 type queuedReserve struct {
+	batchTurn
 	in    domain.ReserveInput
 	fp    []byte
 	actor string
 
-	wake    chan struct{} // signalled when done or made leader
-	lead    bool
-	done    bool
 	outcome batchOutcome
 }
 
@@ -62,15 +74,17 @@ const (
 	routeRefused            // out of stock, with nothing to pre-order: err says so
 )
 
-func newReserveCoalescer(maxLeaders, maxBatch int, run func([]*queuedReserve)) *reserveCoalescer {
-	return &reserveCoalescer{maxLeaders: maxLeaders, maxBatch: maxBatch, run: run}
+func newCoalescer[T interface{ turnOf() *batchTurn }](maxLeaders, maxBatch int, run func([]T)) *coalescer[T] {
+	return &coalescer[T]{maxLeaders: maxLeaders, maxBatch: maxBatch, run: run}
 }
 
-// submit queues q and returns its outcome once a batch has decided it.
-func (c *reserveCoalescer) submit(q *queuedReserve) batchOutcome {
+// submit queues q and returns once a batch has decided it (and filled in its
+// outcome).
+func (c *coalescer[T]) submit(item T) {
+	q := item.turnOf()
 	q.wake = make(chan struct{}, 1)
 	c.mu.Lock()
-	c.queue = append(c.queue, q)
+	c.queue = append(c.queue, item)
 	if c.leaders < c.maxLeaders {
 		c.leaders++
 		q.lead = true
@@ -82,10 +96,10 @@ func (c *reserveCoalescer) submit(q *queuedReserve) batchOutcome {
 		c.mu.Unlock()
 		if lead {
 			c.lead(q)
-			return q.outcome
+			return
 		}
 		if done {
-			return q.outcome
+			return
 		}
 		<-q.wake
 	}
@@ -94,13 +108,13 @@ func (c *reserveCoalescer) submit(q *queuedReserve) batchOutcome {
 // lead runs batches until q is done, then passes the leadership on. If the
 // queue is empty while q sits in another leader's batch, it gives up its slot
 // and waits as a follower.
-func (c *reserveCoalescer) lead(q *queuedReserve) {
+func (c *coalescer[T]) lead(q *batchTurn) {
 	for {
 		c.mu.Lock()
 		if q.done || len(c.queue) == 0 {
 			q.lead = false
 			if len(c.queue) > 0 {
-				next := c.queue[0] // still queued, so not done: it will lead
+				next := c.queue[0].turnOf() // still queued, so not done: it will lead
 				next.lead = true
 				signal(next)
 			} else {
@@ -114,7 +128,7 @@ func (c *reserveCoalescer) lead(q *queuedReserve) {
 			return
 		}
 		n := min(len(c.queue), c.maxBatch)
-		batch := append([]*queuedReserve(nil), c.queue[:n]...)
+		batch := append([]T(nil), c.queue[:n]...)
 		c.queue = append(c.queue[:0:0], c.queue[n:]...)
 		c.mu.Unlock()
 
@@ -122,15 +136,16 @@ func (c *reserveCoalescer) lead(q *queuedReserve) {
 
 		c.mu.Lock()
 		for _, b := range batch {
-			b.done = true
-			signal(b)
+			t := b.turnOf()
+			t.done = true
+			signal(t)
 		}
 		c.mu.Unlock()
 	}
 }
 
 // await waits for q's outcome as a follower; it may be made leader again.
-func (c *reserveCoalescer) await(q *queuedReserve) {
+func (c *coalescer[T]) await(q *batchTurn) {
 	for {
 		<-q.wake
 		c.mu.Lock()
@@ -146,7 +161,7 @@ func (c *reserveCoalescer) await(q *queuedReserve) {
 	}
 }
 
-func signal(q *queuedReserve) {
+func signal(q *batchTurn) {
 	select {
 	case q.wake <- struct{}{}:
 	default:

@@ -45,7 +45,8 @@ func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (
 	fp := fingerprint(in)
 	if coalescable(in) {
 		q := &queuedReserve{in: in, fp: fp, actor: domain.ActorFrom(ctx).Name}
-		switch o := s.reserveBatches.submit(q); o.route {
+		s.reserveBatches.submit(q)
+		switch o := q.outcome; o.route {
 		case routeHeld:
 			return o.res, false, nil
 		case routeReplay:

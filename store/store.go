@@ -46,7 +46,7 @@ type Store struct {
 // New returns a Store on pool. Set Expiry before it makes holds.
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, maxAttempts: 8}
-	s.reserveBatches = newReserveCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
+	s.reserveBatches = newCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
 	return s
 }
 
