@@ -66,10 +66,27 @@ func dueNow(ctx context.Context, tx pgx.Tx, deadline time.Time) (bool, error) {
 // the order with the buyer's snapshots. Confirming again with the same orderRef
 // returns the same result; after the deadline it is RESERVATION_EXPIRED even if
 // the expiry job has not run yet.
+//
+// Concurrent confirms without snapshots are first offered to a batch
+// (confirmCoalescer, confirmBatch) that confirms the plain ones in one
+// transaction; what a batch leaves out comes back here and runs alone.
 func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in domain.ConfirmInput) (domain.Reservation, error) {
 	if err := in.Validate(); err != nil {
 		return domain.Reservation{}, err
 	}
+	if id, ok := confirmCoalescable(in); ok {
+		q := &queuedConfirm{scope: scope, in: in, id: id, actor: domain.ActorFrom(ctx)}
+		s.confirmBatches.submit(q)
+		if q.confirmed {
+			return q.res, nil
+		}
+	}
+	return s.confirmOne(ctx, scope, in)
+}
+
+// confirmOne is ReservationConfirm in a transaction of its own: any confirm,
+// and those a batch left out, whose outcome it decides.
+func (s *Store) confirmOne(ctx context.Context, scope domain.Scope, in domain.ConfirmInput) (domain.Reservation, error) {
 	res, err := s.transition(ctx, scope, in.ID, func(tx pgx.Tx, r lockedReservation) (domain.ReservationStatus, error) {
 		switch {
 		case r.status == domain.StatusConfirmed:

@@ -32,6 +32,9 @@ type Store struct {
 	// reserveBatches coalesces concurrent single-line reserves.
 	reserveBatches *reserveCoalescer
 	batchStats     batchCounters
+	// confirmBatches coalesces concurrent confirms.
+	confirmBatches *confirmCoalescer
+	confirmStats   batchCounters
 	// Keyring seals and opens unit codes. Without it, code imports and reveals
 	// fail; quantity stock works.
 	Keyring *codecrypt.Keyring
@@ -47,6 +50,7 @@ type Store struct {
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, maxAttempts: 8}
 	s.reserveBatches = newCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
+	s.confirmBatches = newCoalescer(confirmBatchLeaders, confirmBatchMax, s.runConfirmBatch)
 	return s
 }
 

@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+// Confirm batching: a checkout's confirm is its own transaction otherwise,
+// with its commit and about ten round trips, so under load the pairs of a
+// checkout (reserve, then confirm) ran at a fraction of the reserve rate.
+const (
+	confirmBatchLeaders = 4
+	confirmBatchMax     = 64
+	confirmBatchTimeout = 10 * time.Second
+)
+
+type confirmCoalescer = coalescer[*queuedConfirm]
+
+// queuedConfirm is one confirm waiting for (or in) a batch. outcome is set by
+// the batch before done.
+type queuedConfirm struct {
+	batchTurn
+	scope domain.Scope
+	in    domain.ConfirmInput
+	id    string // canonical form of in.ID
+	actor domain.Actor
+
+	confirmed bool               // by the batch; else it runs alone (confirmOne)
+	res       domain.Reservation // when confirmed
+}
+
+// confirmCoalescable says whether a confirm may join a batch: one without
+// the buyer's snapshots (which the batch does not validate) whose id is a
+// reservation id at all.
+func confirmCoalescable(in domain.ConfirmInput) (string, bool) {
+	if len(in.Lines) > 0 {
+		return "", false
+	}
+	return canonicalUUID(in.ID)
+}
+
+func (s *Store) runConfirmBatch(batch []*queuedConfirm) {
+	ctx, cancel := context.WithTimeout(context.Background(), confirmBatchTimeout)
+	defer cancel()
+	err := s.confirmBatch(ctx, batch)
+	s.confirmStats.batches.Add(1)
+	s.confirmStats.requests.Add(int64(len(batch)))
+	if err != nil {
+		s.confirmStats.failed.Add(1)
+		for _, q := range batch {
+			q.confirmed = false // rolled back: each runs alone
+		}
+	}
+}
+
+// ConfirmBatchStats says what confirm coalescing did since the store was
+// made, as ReservationBatchStats does for reserves.
+func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
+	return s.confirmStats.batches.Load(), s.confirmStats.requests.Load(), s.confirmStats.failed.Load()
+}
+
+// confirmBatch confirms, in one transaction, every confirm of the batch that
+// is plainly confirmable, doing what confirmOne does for one, set-based:
+//
+//  1. lock the reservations FOR NO KEY UPDATE in id order, and then read the
+//     database clock (one round trip, pipelined: the clock is read after the
+//     locks are granted, as dueNow explains);
+//  2. keep the confirms whose reservation is held, not due, in the caller's
+//     scope and has no pre-ordered line (a pre-order confirmed while stock
+//     is there is allocated at once, which confirmOne does), once per
+//     reservation;
+//  3. write their orders and order lines in one statement; an orderRef that
+//     already names an order leaves its confirm out;
+//  4. closeHolds and settleHolds for them together, as the expiry of many
+//     holds does;
+//  5. read them back.
+//
+// Every confirm it leaves out, it leaves untouched, and confirmOne then
+// decides it alone after this transaction (a replay, NOT_FOUND, expired, a
+// taken orderRef, a pre-order): the batch only ever does the plain case.
+func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error {
+	for _, q := range batch {
+		q.confirmed = false
+	}
+	ids := make([]string, 0, len(batch))
+	for _, q := range batch {
+		if !slices.Contains(ids, q.id) {
+			ids = append(ids, q.id)
+		}
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		for _, q := range batch {
+			q.confirmed = false // a retried transaction decides again
+		}
+		type locked struct {
+			checkoutID string
+			status     string
+			expiresAt  time.Time
+			preorder   bool
+		}
+		rows := map[string]locked{}
+		var now time.Time
+		b := &pgx.Batch{}
+		b.Queue(`SELECT r.id::text, r.checkout_id, r.status, r.expires_at,
+			       EXISTS (SELECT FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.preorder_quantity > 0)
+			FROM reservations r WHERE r.id = ANY($1::uuid[]) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids).Query(func(rs pgx.Rows) error {
+			var id string
+			var l locked
+			_, err := pgx.ForEachRow(rs, []any{&id, &l.checkoutID, &l.status, &l.expiresAt, &l.preorder}, func() error {
+				rows[id] = l
+				return nil
+			})
+			return err
+		})
+		b.Queue(`SELECT clock_timestamp()`).QueryRow(func(r pgx.Row) error { return r.Scan(&now) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+
+		// One confirm per reservation; the first in arrival order.
+		var take []*queuedConfirm
+		seen := map[string]bool{}
+		for _, q := range batch {
+			r, ok := rows[q.id]
+			if !ok || seen[q.id] || !q.scope.Allows(r.checkoutID) || r.status != "held" || !now.Before(r.expiresAt) || r.preorder {
+				continue
+			}
+			seen[q.id] = true
+			take = append(take, q)
+		}
+		if len(take) == 0 {
+			return nil
+		}
+
+		refs, resIDs := make([]string, len(take)), make([]string, len(take))
+		for i, q := range take {
+			refs[i], resIDs[i] = q.in.OrderRef, q.id
+		}
+		ordered := map[string]bool{}
+		orows, err := tx.Query(ctx, `
+			WITH t AS (
+				SELECT t.ref, t.id, t.ord, r.checkout_id
+				FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS t(ref, id, ord) JOIN reservations r ON r.id = t.id
+			), o AS (
+				INSERT INTO orders (ref, reservation_id, checkout_id)
+				SELECT ref, id, checkout_id FROM t ORDER BY ord
+				ON CONFLICT (ref) DO NOTHING
+				RETURNING id, reservation_id
+			), lines AS (
+				INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, preorder_quantity, pending)
+				SELECT o.id, rl.id, rl.sku_id, rl.location_id, rl.quantity, rl.preorder_quantity, rl.preorder_quantity
+				FROM o JOIN t ON t.id = o.reservation_id JOIN reservation_lines rl ON rl.reservation_id = o.reservation_id
+				ORDER BY t.ord, rl.line_no, rl.id
+			)
+			SELECT reservation_id::text FROM o`, refs, resIDs)
+		if err != nil {
+			return err
+		}
+		var rid string
+		if _, err := pgx.ForEachRow(orows, []any{&rid}, func() error {
+			ordered[rid] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		take = slices.DeleteFunc(take, func(q *queuedConfirm) bool { return !ordered[q.id] })
+		if len(take) == 0 {
+			return nil
+		}
+
+		// The ledger names each confirm's own caller: one closeHolds per
+		// actor (a batch is nearly always one payment backend's).
+		byActor := map[domain.Actor][]string{}
+		var actors []domain.Actor
+		confirmed := make([]string, len(take))
+		for i, q := range take {
+			if _, ok := byActor[q.actor]; !ok {
+				actors = append(actors, q.actor)
+			}
+			byActor[q.actor] = append(byActor[q.actor], q.id)
+			confirmed[i] = q.id
+		}
+		for _, a := range actors {
+			if err := closeHolds(domain.WithActor(ctx, a), tx, byActor[a], domain.StatusConfirmed, nil); err != nil {
+				return err
+			}
+		}
+		if err := settleHolds(ctx, tx, confirmed, domain.StatusConfirmed, false); err != nil {
+			return err
+		}
+		list, err := loadReservations(ctx, tx, confirmed)
+		if err != nil {
+			return err
+		}
+		for i, q := range take {
+			q.res, q.confirmed = list[i], true
+		}
+		return nil
+	})
+}
+
+// loadReservations reads reservations with their lines and orders, in the
+// order of ids.
+func loadReservations(ctx context.Context, q querier, ids []string) ([]domain.Reservation, error) {
+	rows, err := q.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Reservation, error) { return scanReservation(r) })
+	if err != nil {
+		return nil, err
+	}
+	pos := make(map[string]int, len(ids))
+	for i, id := range ids {
+		pos[strings.ToLower(id)] = i
+	}
+	list := make([]domain.Reservation, len(ids))
+	for _, r := range got {
+		list[pos[strings.ToLower(r.ID)]] = r
+	}
+	return list, loadDetails(ctx, q, list)
+}
