@@ -35,13 +35,9 @@ type queuedConfirm struct {
 	res       domain.Reservation // when confirmed
 }
 
-// confirmCoalescable says whether a confirm may join a batch: one without
-// the buyer's snapshots (which the batch does not validate) whose id is a
-// reservation id at all.
+// confirmCoalescable says whether a confirm may join a batch: one whose id
+// is a reservation id at all.
 func confirmCoalescable(in domain.ConfirmInput) (string, bool) {
-	if len(in.Lines) > 0 {
-		return "", false
-	}
 	return canonicalUUID(in.ID)
 }
 
@@ -73,10 +69,11 @@ func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
 //     locks are granted, as dueNow explains);
 //  2. keep the confirms whose reservation is held, not due, in the caller's
 //     scope and has no pre-ordered line (a pre-order confirmed while stock
-//     is there is allocated at once, which confirmOne does), once per
-//     reservation;
-//  3. write their orders and order lines in one statement; an orderRef that
-//     already names an order leaves its confirm out;
+//     is there is allocated at once, which confirmOne does), and whose
+//     snapshots all name SKUs of the reservation, once per reservation;
+//  3. write their orders and order lines (with the snapshots) in one
+//     statement; an orderRef that already names an order leaves its confirm
+//     out;
 //  4. closeHolds and settleHolds for them together, as the expiry of many
 //     holds does;
 //  5. read them back.
@@ -103,16 +100,18 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 			status     string
 			expiresAt  time.Time
 			preorder   bool
+			skus       []string
 		}
 		rows := map[string]locked{}
 		var now time.Time
 		b := &pgx.Batch{}
 		b.Queue(`SELECT r.id::text, r.checkout_id, r.status, r.expires_at,
-			       EXISTS (SELECT FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.preorder_quantity > 0)
+			       EXISTS (SELECT FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.preorder_quantity > 0),
+			       ARRAY(SELECT s.code FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id WHERE rl.reservation_id = r.id)
 			FROM reservations r WHERE r.id = ANY($1::uuid[]) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids).Query(func(rs pgx.Rows) error {
 			var id string
 			var l locked
-			_, err := pgx.ForEachRow(rs, []any{&id, &l.checkoutID, &l.status, &l.expiresAt, &l.preorder}, func() error {
+			_, err := pgx.ForEachRow(rs, []any{&id, &l.checkoutID, &l.status, &l.expiresAt, &l.preorder, &l.skus}, func() error {
 				rows[id] = l
 				return nil
 			})
@@ -128,7 +127,8 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		seen := map[string]bool{}
 		for _, q := range batch {
 			r, ok := rows[q.id]
-			if !ok || seen[q.id] || !q.scope.Allows(r.checkoutID) || r.status != "held" || !now.Before(r.expiresAt) || r.preorder {
+			if !ok || seen[q.id] || !q.scope.Allows(r.checkoutID) || r.status != "held" || !now.Before(r.expiresAt) || r.preorder ||
+				slices.ContainsFunc(q.in.Lines, func(l domain.OrderLineSnapshot) bool { return !slices.Contains(r.skus, l.SKU) }) {
 				continue
 			}
 			seen[q.id] = true
@@ -139,8 +139,15 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		}
 
 		refs, resIDs := make([]string, len(take)), make([]string, len(take))
+		var snapOrd []int
+		var snapSKU []string
+		var titles, prices, currencies []*string
 		for i, q := range take {
 			refs[i], resIDs[i] = q.in.OrderRef, q.id
+			for _, l := range q.in.Lines {
+				snapOrd, snapSKU = append(snapOrd, i+1), append(snapSKU, l.SKU)
+				titles, prices, currencies = append(titles, l.Title), append(prices, l.UnitPrice), append(currencies, l.Currency)
+			}
 		}
 		ordered := map[string]bool{}
 		orows, err := tx.Query(ctx, `
@@ -153,12 +160,17 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 				ON CONFLICT (ref) DO NOTHING
 				RETURNING id, reservation_id
 			), lines AS (
-				INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, preorder_quantity, pending)
-				SELECT o.id, rl.id, rl.sku_id, rl.location_id, rl.quantity, rl.preorder_quantity, rl.preorder_quantity
+				INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency,
+				                         preorder_quantity, pending)
+				SELECT o.id, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency,
+				       rl.preorder_quantity, rl.preorder_quantity
 				FROM o JOIN t ON t.id = o.reservation_id JOIN reservation_lines rl ON rl.reservation_id = o.reservation_id
+				JOIN skus s ON s.id = rl.sku_id
+				LEFT JOIN unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) AS snap(ord, sku, title, price, currency)
+				       ON snap.ord = t.ord AND snap.sku = s.code
 				ORDER BY t.ord, rl.line_no, rl.id
 			)
-			SELECT reservation_id::text FROM o`, refs, resIDs)
+			SELECT reservation_id::text FROM o`, refs, resIDs, snapOrd, snapSKU, titles, prices, currencies)
 		if err != nil {
 			return err
 		}

@@ -87,6 +87,7 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 	actors := []domain.Actor{{Role: domain.RoleService, Name: "pay-a"}, {Role: domain.RoleService, Name: "pay-b"}}
 	type told struct {
 		ref, actor string
+		snapshot   bool
 	}
 	var mu sync.Mutex
 	confirmed := map[string]told{} // reservation id → what its first confirm was told
@@ -103,7 +104,7 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 			}
 			mu.Lock()
 			if _, ok := confirmed[h.id]; !ok {
-				confirmed[h.id] = told{ref, actors[actor].Name}
+				confirmed[h.id] = told{ref, actors[actor].Name, snapshot}
 			}
 			mu.Unlock()
 		}
@@ -153,9 +154,17 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 					if _, err := confirm(h, ref, via, actor, domain.Scope{}, false); err != nil {
 						t.Errorf("confirm %s: %v", h.id, err)
 					}
-				case op == 3 && h.lines[0].SKU != "GC": // with the buyer's snapshot: the single path
+				case op == 3: // with the buyer's snapshot of its first line
 					if _, err := confirm(h, ref, via, actor, domain.Scope{}, true); err != nil {
 						t.Errorf("confirm %s with a snapshot: %v", h.id, err)
+					}
+				case op == 5 && len(h.lines) == 1: // a snapshot of a SKU it does not hold: INVALID_INPUT, then plain
+					in := domain.ConfirmInput{ID: h.id, OrderRef: ref, Lines: []domain.OrderLineSnapshot{{SKU: "NOT-HELD", Title: strPtr("x")}}}
+					if _, err := stores[via].ReservationConfirm(b.Ctx, domain.Scope{}, in); !isCode(err, domain.CodeInvalidInput) {
+						t.Errorf("confirm %s with a snapshot of another SKU: %v", h.id, err)
+					}
+					if _, err := confirm(h, ref, via, actor, domain.Scope{}, false); err != nil {
+						t.Errorf("confirm %s: %v", h.id, err)
 					}
 				default:
 					if _, err := confirm(h, ref, via, actor, domain.Scope{}, false); err != nil {
@@ -207,7 +216,7 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 	// its lines, its ledger rows (naming the caller) and events.
 	for _, h := range holds {
 		want := confirmed[h.id]
-		var orders, orderLines, ledger, wrongActor, events, balances int
+		var orders, orderLines, ledger, wrongActor, events, balances, titled int
 		var ref, status string
 		if err := b.Pool.QueryRow(b.Ctx, `
 			SELECT (SELECT count(*) FROM orders WHERE reservation_id = r.id),
@@ -217,8 +226,10 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 			       (SELECT count(*) FROM stock_movements WHERE reservation_id = r.id AND cause = 'confirmed' AND actor <> $2),
 			       (SELECT count(*) FROM stock_events WHERE reservation_id = r.id AND cause = 'confirmed'),
 			       (SELECT count(DISTINCT (sku_id, location_id)) FROM reservation_lines WHERE reservation_id = r.id),
-			       r.status
-			FROM reservations r WHERE r.id = $1`, h.id, want.actor).Scan(&orders, &ref, &orderLines, &ledger, &wrongActor, &events, &balances, &status); err != nil {
+			       r.status,
+			       (SELECT count(*) FROM order_lines ol JOIN orders o ON o.id = ol.order_id JOIN skus s ON s.id = ol.sku_id
+			        WHERE o.reservation_id = r.id AND ol.title = 'Thing' AND ol.unit_price = '9.99' AND ol.currency = 'EUR' AND s.code = $3)
+			FROM reservations r WHERE r.id = $1`, h.id, want.actor, h.lines[0].SKU).Scan(&orders, &ref, &orderLines, &ledger, &wrongActor, &events, &balances, &status, &titled); err != nil {
 			t.Fatal(err)
 		}
 		inStock := 0
@@ -227,9 +238,13 @@ func TestConfirmCoalescingTwoInstances(t *testing.T) {
 				inStock++
 			}
 		}
-		if orders != 1 || ref != want.ref || orderLines != len(h.lines) || ledger != inStock || wrongActor != 0 || events != balances || status != "confirmed" {
-			t.Errorf("reservation %s (%v): %d orders, ref %q (told %q), %d order lines, %d ledger rows (%d by another actor than %s), %d events for %d balances, status %s",
-				h.id, h.lines, orders, ref, want.ref, orderLines, ledger, wrongActor, want.actor, events, balances, status)
+		wantTitled := 0
+		if want.snapshot {
+			wantTitled = 1
+		}
+		if orders != 1 || ref != want.ref || orderLines != len(h.lines) || ledger != inStock || wrongActor != 0 || events != balances || status != "confirmed" || titled != wantTitled {
+			t.Errorf("reservation %s (%v): %d orders, ref %q (told %q), %d order lines (%d with the snapshot, want %d), %d ledger rows (%d by another actor than %s), %d events for %d balances, status %s",
+				h.id, h.lines, orders, ref, want.ref, orderLines, titled, wantTitled, ledger, wrongActor, want.actor, events, balances, status)
 		}
 	}
 	// The stock: taken off on hand once per confirmed unit, nothing held.

@@ -67,7 +67,7 @@ func dueNow(ctx context.Context, tx pgx.Tx, deadline time.Time) (bool, error) {
 // returns the same result; after the deadline it is RESERVATION_EXPIRED even if
 // the expiry job has not run yet.
 //
-// Concurrent confirms without snapshots are first offered to a batch
+// Concurrent confirms are first offered to a batch
 // (confirmCoalescer, confirmBatch) that confirms the plain ones in one
 // transaction; what a batch leaves out comes back here and runs alone.
 func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in domain.ConfirmInput) (domain.Reservation, error) {
