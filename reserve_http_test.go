@@ -95,6 +95,8 @@ func TestReserveLastUnitOverHTTP(t *testing.T) {
 		// Every one of the 50 single-line reserves went through a batch.
 		`inventory_reserve_batch_requests_total 50`,
 		`inventory_reserve_batch_failures_total 0`,
+		`inventory_confirm_batch_requests_total 0`,
+		`inventory_confirm_batch_failures_total 0`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q", code, want)

@@ -70,26 +70,37 @@ func New(live Live) *Metrics {
 	return m
 }
 
-// Batching is what reserve coalescing reports. store.Store is one.
+// Batching is what reserve and confirm coalescing report. store.Store is one.
 type Batching interface {
 	ReservationBatchStats() (batches, requests, failed int64)
+	ConfirmBatchStats() (batches, requests, failed int64)
 }
 
-// WatchBatching exports reserve coalescing: batches, the requests they took
-// (their ratio is the mean batch size) and batches that failed as a whole,
-// which should stay 0 (their requests were served one by one instead).
+// WatchBatching exports reserve and confirm coalescing: batches, the
+// requests they took (their ratio is the mean batch size) and batches that
+// failed as a whole, which should stay 0 (their requests were served one by
+// one instead).
 func (m *Metrics) WatchBatching(b Batching) {
-	stat := func(pick func(batches, requests, failed int64) int64) func() float64 {
-		return func() float64 { return float64(pick(b.ReservationBatchStats())) }
+	for _, kind := range []struct {
+		name, what string
+		stats      func() (batches, requests, failed int64)
+	}{
+		{"reserve", "concurrent single-line reserves decided in one transaction", b.ReservationBatchStats},
+		{"confirm", "concurrent confirms done in one transaction", b.ConfirmBatchStats},
+	} {
+		stat := func(pick func(batches, requests, failed int64) int64) func() float64 {
+			return func() float64 { return float64(pick(kind.stats())) }
+		}
+		title := strings.ToUpper(kind.name[:1]) + kind.name[1:]
+		m.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_" + kind.name + "_batches_total", Help: title + " batches run: " + kind.what + "."},
+				stat(func(n, _, _ int64) int64 { return n })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_" + kind.name + "_batch_requests_total", Help: title + " requests taken into batches."},
+				stat(func(_, n, _ int64) int64 { return n })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_" + kind.name + "_batch_failures_total", Help: title + " batches that failed as a whole (their requests ran one by one); should stay 0."},
+				stat(func(_, _, n int64) int64 { return n })),
+		)
 	}
-	m.registry.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batches_total", Help: "Reserve batches run: concurrent single-line reserves decided in one transaction."},
-			stat(func(n, _, _ int64) int64 { return n })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batch_requests_total", Help: "Reserve requests taken into batches."},
-			stat(func(_, n, _ int64) int64 { return n })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_reserve_batch_failures_total", Help: "Reserve batches that failed as a whole (their requests ran one by one); should stay 0."},
-			stat(func(_, _, n int64) int64 { return n })),
-	)
 }
 
 // Handler serves the metrics.
