@@ -42,6 +42,7 @@ type options struct {
 	smoke       bool
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
+	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
 	// only, when not empty, names the scenarios (keys, "fanout", "storm")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
@@ -85,6 +86,7 @@ func main() {
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
 	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
+	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, storm; baselines only for them")
 	flag.Parse()

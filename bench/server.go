@@ -22,7 +22,7 @@ import (
 // serverEnv is the environment the server binary and its CLI commands run
 // with: the bench database, fresh secrets, a loopback port and a pool sized
 // for the largest client count.
-func serverEnv(dbURL string, maxConns int) []string {
+func serverEnv(dbURL string, maxConns int, pprofAddr string) []string {
 	secret := make([]byte, 32)
 	codesKey := make([]byte, 32)
 	hmacKey := make([]byte, 32)
@@ -52,6 +52,8 @@ func serverEnv(dbURL string, maxConns int) []string {
 		"INVENTORY_RATE_LIMIT_CHECKOUT_WRITES=1000000000",
 		// The fan-out's subscribers all use the admin key.
 		"INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER=1000000",
+		// Off unless -pprof: go tool pprof http://ADDR/debug/pprof/profile.
+		"INVENTORY_PPROF_ADDR="+pprofAddr,
 	)
 }
 

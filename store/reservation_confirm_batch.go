@@ -74,9 +74,8 @@ func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
 //  3. write their orders and order lines (with the snapshots) in one
 //     statement; an orderRef that already names an order leaves its confirm
 //     out;
-//  4. closeHolds and settleHolds for them together, as the expiry of many
-//     holds does;
-//  5. read them back.
+//  4. closeHolds for them together, read them back, and settleHolds for
+//     them together, as the expiry of many holds does.
 //
 // Every confirm it leaves out, it leaves untouched, and confirmOne then
 // decides it alone after this transaction (a replay, NOT_FOUND, expired, a
@@ -203,11 +202,19 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 				return err
 			}
 		}
-		if err := settleHolds(ctx, tx, confirmed, domain.StatusConfirmed, false); err != nil {
-			return err
-		}
+		// Read back before settling, as transition does: the balance rows are
+		// then locked only from settleHolds to commit.
 		list, err := loadReservations(ctx, tx, confirmed)
 		if err != nil {
+			return err
+		}
+		balances := map[[2]string]bool{}
+		for _, r := range list {
+			for _, l := range r.Lines {
+				balances[[2]string{l.SKU, l.Location}] = true
+			}
+		}
+		if err := settleHolds(ctx, tx, confirmed, domain.StatusConfirmed, len(balances) == 1); err != nil {
 			return err
 		}
 		for i, q := range take {
