@@ -6,11 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"inventory/domain"
 	"inventory/store"
-	"inventory/testkit"
 )
 
 // coalesceRun is what the coalescing workload saw: every reservation a
@@ -57,12 +54,7 @@ func (r *coalesceRun) record(t *testing.T, in domain.ReserveInput, res domain.Re
 func TestReserveCoalescingTwoInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	second, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(second.Close)
-	stores := []*store.Store{b.Store, testkit.NewStore(t, second)}
+	stores := []*store.Store{b.Store, b.secondInstance(t)}
 	mustLocation(t, b, "AMS", 1)
 	mustLocation(t, b, "BER", 2)
 	mustSKU(t, b, "HOT", domain.KindQuantity)

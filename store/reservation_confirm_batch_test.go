@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"inventory/domain"
 	"inventory/store"
-	"inventory/testkit"
 )
 
 // Concurrent confirms from two store instances on one database, coalesced
@@ -29,12 +26,7 @@ import (
 func TestConfirmCoalescingTwoInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	second, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(second.Close)
-	stores := []*store.Store{b.Store, testkit.NewStore(t, second)}
+	stores := []*store.Store{b.Store, b.secondInstance(t)}
 	mustLocation(t, b, "AMS", 1)
 	mustSKU(t, b, "A", domain.KindQuantity)
 	mustSKU(t, b, "B", domain.KindQuantity)

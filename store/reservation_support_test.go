@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/domain"
+	"inventory/store"
+	"inventory/testkit"
 )
 
 // Helpers for the reservation concurrency and edge-case tests. The ones that
@@ -165,4 +168,16 @@ func (b *testBundle) deadlocksSoFar(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// secondInstance is another Store on b's database with a pool of its own, as
+// a second server instance has: its coalescers batch apart from b.Store's.
+func (b *testBundle) secondInstance(t *testing.T) *store.Store {
+	t.Helper()
+	pool, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return testkit.NewStore(t, pool)
 }
