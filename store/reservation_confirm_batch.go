@@ -81,9 +81,6 @@ func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
 // decides it alone after this transaction (a replay, NOT_FOUND, expired, a
 // taken orderRef, a pre-order): the batch only ever does the plain case.
 func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error {
-	for _, q := range batch {
-		q.confirmed = false
-	}
 	ids := make([]string, 0, len(batch))
 	for _, q := range batch {
 		if !slices.Contains(ids, q.id) {
@@ -111,6 +108,7 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 			var id string
 			var l locked
 			_, err := pgx.ForEachRow(rs, []any{&id, &l.checkoutID, &l.status, &l.expiresAt, &l.preorder, &l.skus}, func() error {
+				l.skus = slices.Clone(l.skus) // the scan target is reused for the next row
 				rows[id] = l
 				return nil
 			})
