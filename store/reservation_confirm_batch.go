@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -206,13 +205,7 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		if err != nil {
 			return err
 		}
-		balances := map[[2]string]bool{}
-		for _, r := range list {
-			for _, l := range r.Lines {
-				balances[[2]string{l.SKU, l.Location}] = true
-			}
-		}
-		if err := settleHolds(ctx, tx, confirmed, domain.StatusConfirmed, len(balances) == 1); err != nil {
+		if err := settleHolds(ctx, tx, confirmed, domain.StatusConfirmed, balancesOf(list...) == 1); err != nil {
 			return err
 		}
 		for i, q := range take {
@@ -220,26 +213,4 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		}
 		return nil
 	})
-}
-
-// loadReservations reads reservations with their lines and orders, in the
-// order of ids.
-func loadReservations(ctx context.Context, q querier, ids []string) ([]domain.Reservation, error) {
-	rows, err := q.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.id = ANY($1::uuid[])`, ids)
-	if err != nil {
-		return nil, err
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Reservation, error) { return scanReservation(r) })
-	if err != nil {
-		return nil, err
-	}
-	pos := make(map[string]int, len(ids))
-	for i, id := range ids {
-		pos[strings.ToLower(id)] = i
-	}
-	list := make([]domain.Reservation, len(ids))
-	for _, r := range got {
-		list[pos[strings.ToLower(r.ID)]] = r
-	}
-	return list, loadDetails(ctx, q, list)
 }

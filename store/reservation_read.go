@@ -35,17 +35,40 @@ func scanReservation(row pgx.Row) (domain.Reservation, error) {
 }
 
 // loadReservation reads a reservation with its lines and, once confirmed, its
-// order.
+// order; pgx.ErrNoRows when there is none.
 func loadReservation(ctx context.Context, q querier, id string) (domain.Reservation, error) {
-	r, err := scanReservation(q.QueryRow(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.id = $1`, id))
+	list, err := loadReservations(ctx, q, []string{id})
 	if err != nil {
-		return r, err
-	}
-	list := []domain.Reservation{r}
-	if err := loadDetails(ctx, q, list); err != nil {
-		return r, err
+		return domain.Reservation{}, err
 	}
 	return list[0], nil
+}
+
+// loadReservations is loadReservation for many, in the order of ids, in two
+// queries whatever their number; pgx.ErrNoRows when one of them is missing.
+func loadReservations(ctx context.Context, q querier, ids []string) ([]domain.Reservation, error) {
+	rows, err := q.Query(ctx, `SELECT `+reservationColumns+` FROM reservations r WHERE r.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Reservation, error) { return scanReservation(r) })
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]domain.Reservation, len(got))
+	for _, r := range got {
+		byID[r.ID] = r
+	}
+	list := make([]domain.Reservation, len(ids))
+	for i, id := range ids {
+		canonical, _ := canonicalUUID(id) // the database took it as a uuid
+		r, ok := byID[canonical]
+		if !ok {
+			return nil, pgx.ErrNoRows
+		}
+		list[i] = r
+	}
+	return list, loadDetails(ctx, q, list)
 }
 
 // loadDetails fills in lines and, for confirmed ones, orders for a list of

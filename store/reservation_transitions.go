@@ -147,11 +147,13 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 	return res, err
 }
 
-// balancesOf counts the distinct balances a reservation's lines are on.
-func balancesOf(r domain.Reservation) int {
+// balancesOf counts the distinct balances the reservations' lines are on.
+func balancesOf(list ...domain.Reservation) int {
 	seen := map[[2]string]bool{}
-	for _, l := range r.Lines {
-		seen[[2]string{l.SKU, l.Location}] = true
+	for _, r := range list {
+		for _, l := range r.Lines {
+			seen[[2]string{l.SKU, l.Location}] = true
+		}
 	}
 	return len(seen)
 }
