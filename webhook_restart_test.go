@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"inventory/testkit"
 )
 
@@ -48,7 +46,7 @@ func TestWebhookRestartMidDelivery(t *testing.T) {
 	if took := time.Since(began); took > 4*time.Second {
 		t.Fatalf("shutdown took %v with a delivery in flight, past INVENTORY_SHUTDOWN_TIMEOUT=4s", took)
 	}
-	if reqs := rcv.Requests(); len(reqs) != 1 || reqs[0].Answered {
+	if reqs := rcv.Requests(); len(reqs) != 1 || reqs[0].Status != 0 {
 		t.Fatalf("the held delivery was not cut off by the shutdown: %+v", reqs)
 	}
 
@@ -59,7 +57,7 @@ func TestWebhookRestartMidDelivery(t *testing.T) {
 	}
 	var problem string
 	waitUntil(t, 30*time.Second, "every event delivered", func() bool {
-		want := publishedSeqs(t, ts, "WH-RESTART")
+		want := testkit.PublishedSeqs(t, ts.db, "WH-RESTART")
 		problem = testkit.WebhookOrderProblem(rcv.Requests(), want)
 		return len(want) == 11 && problem == ""
 	})
@@ -84,16 +82,4 @@ func TestWebhookRestartMidDelivery(t *testing.T) {
 	if n := ts.count("SELECT count(*) FROM river_job WHERE kind = 'webhook_deliver' AND (errors IS NOT NULL OR state = 'retryable' OR attempt > 1)"); n != 0 {
 		t.Fatalf("%d delivery jobs errored: the shutdown cost a retry", n)
 	}
-}
-
-// publishedSeqs are the seqs of sku's published stock events, ascending.
-func publishedSeqs(t *testing.T, ts *testServer, sku string) []int64 {
-	t.Helper()
-	rows, _ := ts.db.Query(context.Background(), `SELECT e.seq FROM stock_events e JOIN skus s ON s.id = e.sku_id
-		WHERE s.code = $1 AND e.seq IS NOT NULL ORDER BY e.seq`, sku)
-	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seqs
 }

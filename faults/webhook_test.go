@@ -1,12 +1,9 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"inventory/jobs"
 	"inventory/pgtest"
@@ -53,7 +50,7 @@ func TestWebhookKilledMidDelivery(t *testing.T) {
 	var want []int64
 	var problem string
 	took, ok := waitFor(jobs.RescueStuckJobsAfter+90*time.Second, func() bool {
-		want = h.publishedSeqs("WH-KILL")
+		want = testkit.PublishedSeqs(t, h.db, "WH-KILL")
 		problem = testkit.WebhookOrderProblem(rcv.Requests(), want)
 		return len(want) == 11 && problem == ""
 	})
@@ -61,20 +58,9 @@ func TestWebhookKilledMidDelivery(t *testing.T) {
 		t.Fatalf("after %v: %s (%d events published)", took, problem, len(want))
 	}
 	reqs := rcv.Requests()
-	if reqs[0].Answered || reqs[1].ID != reqs[0].ID {
+	if reqs[0].Status != 0 || reqs[1].ID != reqs[0].ID {
 		t.Fatalf("the first request was not cut off and redelivered under its webhook-id: %+v", reqs[:2])
 	}
 	h.report("verified: all %d events of WH-KILL delivered in seq order %v, %v after the restart; the cut-off %s redelivered with the same webhook-id; %d requests in all",
 		len(want), want, took.Round(time.Second), reqs[0].ID, len(reqs))
-}
-
-// publishedSeqs are the seqs of sku's published stock events, ascending.
-func (h *harness) publishedSeqs(sku string) []int64 {
-	rows, _ := h.db.Query(context.Background(), `SELECT e.seq FROM stock_events e JOIN skus s ON s.id = e.sku_id
-		WHERE s.code = $1 AND e.seq IS NOT NULL ORDER BY e.seq`, sku)
-	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return seqs
 }

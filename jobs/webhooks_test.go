@@ -5,53 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"inventory/domain"
 	"inventory/jobs"
+	"inventory/testkit"
 	"inventory/webhooks"
 )
-
-// receiver is a webhook endpoint on loopback that answers failStatus to the
-// first failures requests, then 204.
-type receiver struct {
-	mu         sync.Mutex
-	failures   int
-	failStatus int
-	got        []received
-}
-
-type received struct {
-	id, ts, sig string
-	body        []byte
-	status      int
-}
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	status := http.StatusNoContent
-	if r.failures > 0 {
-		r.failures--
-		status = r.failStatus
-	}
-	r.got = append(r.got, received{req.Header.Get("webhook-id"), req.Header.Get("webhook-timestamp"), req.Header.Get("webhook-signature"), body, status})
-	w.WriteHeader(status)
-}
-
-func (r *receiver) snapshot() []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]received(nil), r.got...)
-}
 
 type deliveryBody struct {
 	Type string `json:"type"`
@@ -74,11 +38,10 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 	b := setup(t)
 	b.Store.WebhookAllowPrivate = true
 	b.Catalog(t, domain.KindQuantity, []string{"A", "B"}, "L1")
-	rcv := &receiver{failures: 3, failStatus: http.StatusServiceUnavailable}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
+	rcv := testkit.NewWebhookReceiver(t)
+	rcv.FailNext(3, http.StatusServiceUnavailable)
 
-	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL + "/hook", Topics: []domain.WebhookTopic{domain.TopicStockChanged}, SKUs: []string{"A"}})
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}, SKUs: []string{"A"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,33 +76,33 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cursor %d after 20s; received %d requests", list[0].CursorSeq, len(rcv.snapshot()))
+			t.Fatalf("cursor %d after 20s; received %d requests", list[0].CursorSeq, len(rcv.Requests()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	got := rcv.snapshot()
+	got := rcv.Requests()
 	var delivered []int64
 	var last int64
 	for i, r := range got {
-		if err := webhooks.Verify(created.Secret, r.id, r.ts, r.body, r.sig, time.Now(), webhooks.DefaultTolerance); err != nil {
+		if err := webhooks.Verify(created.Secret, r.ID, r.Timestamp, r.Body, r.Signature, time.Now(), webhooks.DefaultTolerance); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		var body deliveryBody
-		if err := json.Unmarshal(r.body, &body); err != nil {
+		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatal(err)
 		}
 		if body.Type != "stock.changed" || body.Data.SKU != "A" || body.Data.Location != "L1" || body.Data.Cause != "RECEIVED" || body.Data.Available != body.Data.OnHand {
-			t.Fatalf("request %d: body %s", i, r.body)
+			t.Fatalf("request %d: body %s", i, r.Body)
 		}
-		if r.id != domain.WebhookEventID(body.Data.Seq) {
-			t.Fatalf("request %d: webhook-id %s for seq %d", i, r.id, body.Data.Seq)
+		if r.ID != domain.WebhookEventID(body.Data.Seq) {
+			t.Fatalf("request %d: webhook-id %s for seq %d", i, r.ID, body.Data.Seq)
 		}
 		if body.Data.Seq < last {
 			t.Fatalf("request %d: seq %d after %d", i, body.Data.Seq, last)
 		}
 		last = body.Data.Seq
-		if r.status < 300 {
+		if r.Delivered() {
 			// Each answered delivery names the one before it of the same
 			// balance (0 for its first), so the chain has no gap.
 			prev := int64(0)
@@ -147,7 +110,7 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 				prev = delivered[n-1]
 			}
 			if body.Data.PreviousSeq == nil || *body.Data.PreviousSeq != prev {
-				t.Fatalf("request %d: previousSeq %v, want %d: %s", i, body.Data.PreviousSeq, prev, r.body)
+				t.Fatalf("request %d: previousSeq %v, want %d: %s", i, body.Data.PreviousSeq, prev, r.Body)
 			}
 			delivered = append(delivered, body.Data.Seq)
 		}
@@ -155,7 +118,7 @@ func TestWebhookDeliveryInOrderThroughFailures(t *testing.T) {
 	if fmt.Sprint(delivered) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v", delivered, want)
 	}
-	if len(got) != len(want)+3 || got[0].id != got[3].id {
+	if len(got) != len(want)+3 || got[0].ID != got[3].ID {
 		t.Fatalf("%d requests for %d events; first ids %v", len(got), len(want), got[:4])
 	}
 
@@ -186,10 +149,9 @@ func TestWebhookPausedAfterFailuresThenResumes(t *testing.T) {
 	b := setup(t)
 	b.Store.WebhookAllowPrivate = true
 	b.Catalog(t, domain.KindQuantity, []string{"A"}, "L1")
-	rcv := &receiver{failures: 1000, failStatus: http.StatusInternalServerError}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}})
+	rcv := testkit.NewWebhookReceiver(t)
+	rcv.FailNext(1000, http.StatusInternalServerError)
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,20 +191,18 @@ func TestWebhookPausedAfterFailuresThenResumes(t *testing.T) {
 	}
 	t.Logf("pause reason: %s", *w.PauseReason)
 	time.Sleep(300 * time.Millisecond)
-	if n := len(rcv.snapshot()); n != 3 {
+	if n := len(rcv.Requests()); n != 3 {
 		t.Fatalf("%d requests to a paused endpoint, want 3", n)
 	}
 
-	rcv.mu.Lock()
-	rcv.failures = 0
-	rcv.mu.Unlock()
+	rcv.FailNext(0, 0)
 	if _, err := b.Store.WebhookResume(b.Ctx, created.Webhook.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("caught up", func(w domain.WebhookEndpoint) bool { return w.CursorSeq == 3 })
 	var seqs []string
-	for _, r := range rcv.snapshot()[3:] {
-		seqs = append(seqs, r.id)
+	for _, r := range rcv.Requests()[3:] {
+		seqs = append(seqs, r.ID)
 	}
 	if fmt.Sprint(seqs) != "[evt_1 evt_2 evt_3]" {
 		t.Fatalf("after resume: %v", seqs)
@@ -271,10 +231,8 @@ func TestWebhookDispatchIdleInsertsNoJobs(t *testing.T) {
 		t.Fatalf("%d webhook jobs with no endpoint", n)
 	}
 
-	rcv := &receiver{}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}}); err != nil {
+	rcv := testkit.NewWebhookReceiver(t)
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicStockChanged}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // 10 ticks with an endpoint that is caught up
@@ -289,7 +247,7 @@ func TestWebhookDispatchIdleInsertsNoJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(rcv.snapshot()) == 0 {
+	for len(rcv.Requests()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the event was not delivered")
 		}

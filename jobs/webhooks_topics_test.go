@@ -3,13 +3,13 @@ package jobs_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"inventory/domain"
+	"inventory/testkit"
 	"inventory/webhooks"
 )
 
@@ -42,7 +42,7 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 	type endpoint struct {
 		topic  domain.WebhookTopic
 		skus   []string
-		rcv    *receiver
+		rcv    *testkit.WebhookReceiver
 		secret string
 	}
 	eps := []*endpoint{
@@ -55,10 +55,8 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 		{topic: domain.TopicPreorderAllocated},
 	}
 	for _, ep := range eps {
-		ep.rcv = &receiver{}
-		srv := httptest.NewServer(ep.rcv)
-		defer srv.Close()
-		created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{ep.topic}, SKUs: ep.skus})
+		ep.rcv = testkit.NewWebhookReceiver(t)
+		created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: ep.rcv.URL, Topics: []domain.WebhookTopic{ep.topic}, SKUs: ep.skus})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,14 +157,14 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 	for _, ep := range eps {
 		var got []string
 		var last int64
-		for i, r := range ep.rcv.snapshot() {
-			if err := webhooks.Verify(ep.secret, r.id, r.ts, r.body, r.sig, time.Now(), webhooks.DefaultTolerance); err != nil {
+		for i, r := range ep.rcv.Requests() {
+			if err := webhooks.Verify(ep.secret, r.ID, r.Timestamp, r.Body, r.Signature, time.Now(), webhooks.DefaultTolerance); err != nil {
 				t.Fatalf("%s request %d: %v", ep.topic, i, err)
 			}
 			var body topicBody
-			must("decode", json.Unmarshal(r.body, &body))
-			if body.Type != ep.topic.Name() || r.id != domain.WebhookMessageID(body.Data.Seq, ep.topic) || body.Data.Seq <= last {
-				t.Fatalf("%s request %d: id %s after seq %d: %s", ep.topic, i, r.id, last, r.body)
+			must("decode", json.Unmarshal(r.Body, &body))
+			if body.Type != ep.topic.Name() || r.ID != domain.WebhookMessageID(body.Data.Seq, ep.topic) || body.Data.Seq <= last {
+				t.Fatalf("%s request %d: id %s after seq %d: %s", ep.topic, i, r.ID, last, r.Body)
 			}
 			last = body.Data.Seq
 			e := bySeq[body.Data.Seq]
@@ -180,11 +178,11 @@ func TestWebhookTopicsFireOnlyForTheirChange(t *testing.T) {
 			default:
 				got = append(got, fmt.Sprintf("%s %s %d", e.SKU, e.Cause, e.Available()))
 				if body.Data.SKU != e.SKU || body.Data.Available != e.Available() {
-					t.Fatalf("%s request %d: %s for event %+v", ep.topic, i, r.body, e)
+					t.Fatalf("%s request %d: %s for event %+v", ep.topic, i, r.Body, e)
 				}
 			}
 			if ep.topic == domain.TopicStockLow && (body.Data.Threshold == nil || *body.Data.Threshold != 5 || *body.Data.PreviousAvailable <= 5) {
-				t.Fatalf("stock.low %s", r.body)
+				t.Fatalf("stock.low %s", r.Body)
 			}
 		}
 		switch ep.topic {
@@ -226,10 +224,8 @@ func TestWebhookStockLowPerSKUThreshold(t *testing.T) {
 	if sku, err := b.Store.SKULowStockThresholdSet(b.Ctx, "D", nil); err != nil || sku.LowStockThreshold != nil {
 		t.Fatalf("clear D: %+v %v", sku, err)
 	}
-	rcv := &receiver{}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: srv.URL, Topics: []domain.WebhookTopic{domain.TopicStockLow}}); err != nil {
+	rcv := testkit.NewWebhookReceiver(t)
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicStockLow}}); err != nil {
 		t.Fatal(err)
 	}
 	step := 0
@@ -267,10 +263,10 @@ func TestWebhookStockLowPerSKUThreshold(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got = nil
-		for _, r := range rcv.snapshot() {
+		for _, r := range rcv.Requests() {
 			var body topicBody
-			if err := json.Unmarshal(r.body, &body); err != nil || body.Data.Threshold == nil {
-				t.Fatalf("%s: %v", r.body, err)
+			if err := json.Unmarshal(r.Body, &body); err != nil || body.Data.Threshold == nil {
+				t.Fatalf("%s: %v", r.Body, err)
 			}
 			got = append(got, fmt.Sprintf("%s %d %d", body.Data.SKU, body.Data.Available, *body.Data.Threshold))
 		}

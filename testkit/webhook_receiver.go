@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,30 +10,40 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // WebhookReceiver is a webhook consumer on loopback: it records every request
-// and answers 204, except the one it was told to hold, which waits until
-// Release or until its sender gives up (the sender's shutdown or timeout).
+// and answers 204, except those it was told to fail (FailNext) and the one it
+// was told to hold (HoldNext), which waits until Release or until its sender
+// gives up (the sender's shutdown or timeout).
 type WebhookReceiver struct {
 	URL string
 
-	mu       sync.Mutex
-	got      []WebhookRequest
-	holdNext chan struct{} // closed when the held request has arrived
-	release  chan struct{}
+	mu         sync.Mutex
+	got        []WebhookRequest
+	failures   int
+	failStatus int
+	holdNext   chan struct{} // closed when the held request has arrived
+	release    chan struct{}
 }
 
 // WebhookRequest is one request a WebhookReceiver saw.
 type WebhookRequest struct {
-	ID   string // webhook-id
-	Type string
-	Seq  int64
-	SKU  string
-	// Answered is true when the receiver answered 204; false when the
-	// sender hung up on a held request first.
-	Answered bool
+	ID, Timestamp, Signature string // the webhook-* headers
+	Body                     []byte
+	Type                     string
+	Seq                      int64
+	SKU                      string
+	// Status is how the receiver answered: 0 when the sender hung up on a
+	// held request first.
+	Status int
 }
+
+// Delivered says whether the receiver took the delivery (a 2xx answer).
+func (q WebhookRequest) Delivered() bool { return q.Status >= 200 && q.Status < 300 }
 
 // NewWebhookReceiver starts a receiver, closed at cleanup.
 func NewWebhookReceiver(t testing.TB) *WebhookReceiver {
@@ -44,7 +55,14 @@ func NewWebhookReceiver(t testing.TB) *WebhookReceiver {
 	return r
 }
 
-// ServeHTTP records the request, holds it if asked, and answers 204.
+// FailNext answers the next n requests with status.
+func (r *WebhookReceiver) FailNext(n, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures, r.failStatus = n, status
+}
+
+// ServeHTTP records the request, fails or holds it if asked, and answers.
 func (r *WebhookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	b, _ := io.ReadAll(req.Body)
 	var body struct {
@@ -55,9 +73,15 @@ func (r *WebhookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(b, &body) // a body that is not ours records zero values
-	got := WebhookRequest{ID: req.Header.Get("webhook-id"), Type: body.Type, Seq: body.Data.Seq, SKU: body.Data.SKU, Answered: true}
+	got := WebhookRequest{ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
+		Signature: req.Header.Get("webhook-signature"), Body: b, Type: body.Type, Seq: body.Data.Seq, SKU: body.Data.SKU,
+		Status: http.StatusNoContent}
 
 	r.mu.Lock()
+	if r.failures > 0 {
+		r.failures--
+		got.Status = r.failStatus
+	}
 	held := r.holdNext
 	r.holdNext = nil
 	release := r.release
@@ -67,14 +91,14 @@ func (r *WebhookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		select {
 		case <-release:
 		case <-req.Context().Done():
-			got.Answered = false
+			got.Status = 0
 		}
 	}
 	r.mu.Lock()
 	r.got = append(r.got, got)
 	r.mu.Unlock()
-	if got.Answered {
-		w.WriteHeader(http.StatusNoContent)
+	if got.Status != 0 {
+		w.WriteHeader(got.Status)
 	}
 }
 
@@ -119,8 +143,8 @@ func WebhookOrderProblem(reqs []WebhookRequest, want []int64) string {
 			return fmt.Sprintf("seq %d came with two webhook-ids: %s, %s", q.Seq, id, q.ID)
 		}
 		idOf[q.Seq] = q.ID
-		if !q.Answered || answered[q.Seq] {
-			continue // cut off, or a redelivery under the same webhook-id
+		if !q.Delivered() || answered[q.Seq] {
+			continue // failed or cut off, or a redelivery under the same webhook-id
 		}
 		if n := len(firsts); n > 0 && firsts[n-1] > q.Seq {
 			return fmt.Sprintf("seq %d answered after seq %d", q.Seq, firsts[n-1])
@@ -132,4 +156,17 @@ func WebhookOrderProblem(reqs []WebhookRequest, want []int64) string {
 		return fmt.Sprintf("answered seqs %v, want %v", firsts, want)
 	}
 	return ""
+}
+
+// PublishedSeqs are the seqs of sku's published stock events, ascending:
+// what a webhook endpoint selecting sku must be delivered.
+func PublishedSeqs(t TB, pool *pgxpool.Pool, sku string) []int64 {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `SELECT e.seq FROM stock_events e JOIN skus s ON s.id = e.sku_id
+		WHERE s.code = $1 AND e.seq IS NOT NULL ORDER BY e.seq`, sku)
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("published seqs of %s: %v", sku, err)
+	}
+	return seqs
 }
