@@ -40,16 +40,7 @@ func (w *WebhookTester) WebhookSendTest(ctx context.Context, id string) (domain.
 	}{Type: domain.WebhookTestType, Timestamp: time.Now().UTC()})
 	client := webhooks.NewClient(w.AllowPrivate, WebhookAttemptTimeout)
 	defer client.CloseIdleConnections()
-	a := store.WebhookAttempt{WebhookID: msgID, Topic: domain.WebhookTestType}
-	start := time.Now()
-	status, perr := webhooks.Post(ctx, client, t.URL, w.AllowPrivate, WebhookAttemptTimeout, msgID, body, t.Secrets...)
-	a.Latency = time.Since(start)
-	if status != 0 {
-		a.StatusCode = &status
-	}
-	if perr != nil {
-		msg := perr.Error()
-		a.Error = &msg
-	}
+	a, _ := sendAttempt(ctx, client, w.AllowPrivate, WebhookAttemptTimeout, t,
+		store.WebhookAttempt{WebhookID: msgID, Topic: domain.WebhookTestType}, body) // a failed send is recorded, not returned
 	return w.Store.WebhookTestRecorded(ctx, t.ID, a)
 }

@@ -263,13 +263,8 @@ var errPaused = errors.New("webhook endpoint paused")
 // 2xx, errPaused when the failure paused the endpoint.
 func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarget, seq int64, m WebhookMessage, through int64) error {
 	msgID := m.ID
-	a := store.WebhookAttempt{WebhookID: msgID, EventSeq: &seq, Topic: m.Topic.Name()}
-	start := time.Now()
-	status, err := w.post(ctx, t, msgID, m.Body)
-	a.Latency = time.Since(start)
-	if status != 0 {
-		a.StatusCode = &status
-	}
+	a, err := sendAttempt(ctx, w.httpClient(), w.AllowPrivate, w.attemptTimeout(), t,
+		store.WebhookAttempt{WebhookID: msgID, EventSeq: &seq, Topic: m.Topic.Name()}, m.Body)
 	if w.OnAttempt != nil {
 		w.OnAttempt(err == nil, a.Latency)
 	}
@@ -279,8 +274,7 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down or out of time: not the receiver's fault, nothing recorded
 	}
-	msg := err.Error()
-	a.Error = &msg
+	msg := *a.Error
 	pauseAfter := w.PauseAfter
 	if pauseAfter <= 0 {
 		pauseAfter = WebhookMaxAttempts
@@ -298,6 +292,20 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 	return fmt.Errorf("webhook %s, %s: %w", t.ID, msgID, err)
 }
 
-func (w *WebhookDeliverWorker) post(ctx context.Context, t store.WebhookTarget, msgID string, body []byte) (int, error) {
-	return webhooks.Post(ctx, w.httpClient(), t.URL, w.AllowPrivate, w.attemptTimeout(), msgID, body, t.Secrets...)
+// sendAttempt posts one signed message (a.WebhookID, body) to t and returns
+// a filled in as the delivery log records it — latency, status, error — and
+// the error of the post. Deliveries and test sends both go through it.
+func sendAttempt(ctx context.Context, client *http.Client, allowPrivate bool, timeout time.Duration,
+	t store.WebhookTarget, a store.WebhookAttempt, body []byte) (store.WebhookAttempt, error) {
+	start := time.Now()
+	status, err := webhooks.Post(ctx, client, t.URL, allowPrivate, timeout, a.WebhookID, body, t.Secrets...)
+	a.Latency = time.Since(start)
+	if status != 0 {
+		a.StatusCode = &status
+	}
+	if err != nil {
+		msg := err.Error()
+		a.Error = &msg
+	}
+	return a, err
 }
