@@ -81,10 +81,12 @@ func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
 // taken orderRef, a pre-order): the batch only ever does the plain case.
 func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error {
 	ids := make([]string, 0, len(batch))
+	snapshots := false // the SKU lists are read only when a snapshot needs them
 	for _, q := range batch {
 		if !slices.Contains(ids, q.id) {
 			ids = append(ids, q.id)
 		}
+		snapshots = snapshots || len(q.in.Lines) > 0
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		for _, q := range batch {
@@ -102,8 +104,8 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		b := &pgx.Batch{}
 		b.Queue(`SELECT r.id::text, r.checkout_id, r.status, r.expires_at,
 			       EXISTS (SELECT FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.preorder_quantity > 0),
-			       ARRAY(SELECT s.code FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id WHERE rl.reservation_id = r.id)
-			FROM reservations r WHERE r.id = ANY($1::uuid[]) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids).Query(func(rs pgx.Rows) error {
+			       CASE WHEN $2 THEN ARRAY(SELECT s.code FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id WHERE rl.reservation_id = r.id) END
+			FROM reservations r WHERE r.id = ANY($1::uuid[]) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids, snapshots).Query(func(rs pgx.Rows) error {
 			var id string
 			var l locked
 			_, err := pgx.ForEachRow(rs, []any{&id, &l.checkoutID, &l.status, &l.expiresAt, &l.preorder, &l.skus}, func() error {
