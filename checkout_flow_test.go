@@ -60,11 +60,20 @@ func TestCheckoutFlow(t *testing.T) {
 		t.Fatalf("list: %+v", list)
 	}
 
-	// Another checkout cannot extend, release or confirm it: NOT_FOUND.
+	// No checkout token confirms, its own hold or another's: FORBIDDEN.
+	const confirmX = `mutation($id: ID!) { confirmReservation(input: {id: $id, orderRef: "X"}) { reservation { id } userErrors { code } } }`
+	for _, who := range []string{cartA, cartB} {
+		if r := ts.gql(who, confirmX, vars); r.errorCode() != "FORBIDDEN" {
+			t.Fatalf("confirm with a checkout token: %+v", r)
+		}
+	}
+	if r := ts.gql("", confirmX, vars); r.errorCode() != "UNAUTHENTICATED" {
+		t.Fatalf("confirm anonymously: %+v", r)
+	}
+	// Another checkout cannot extend or release it: NOT_FOUND.
 	for _, m := range []string{
 		`mutation($id: ID!) { extendReservation(input: {id: $id, ttlSeconds: 600}) { reservation { id } userErrors { code } } }`,
 		`mutation($id: ID!) { releaseReservation(input: {id: $id}) { reservation { id } userErrors { code } } }`,
-		`mutation($id: ID!) { confirmReservation(input: {id: $id, orderRef: "X"}) { reservation { id } userErrors { code } } }`,
 	} {
 		r := ts.gql(cartB, m, vars)
 		var p struct {

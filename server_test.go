@@ -236,6 +236,15 @@ func (ts *testServer) count(sql string) int {
 	return n
 }
 
+// exec runs one statement against the test database (to set up a state no
+// API call can reach, such as data written by an older version).
+func (ts *testServer) exec(sql string) {
+	ts.t.Helper()
+	if _, err := ts.db.Exec(context.Background(), sql); err != nil {
+		ts.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
 // seed creates a location AMS and a QUANTITY SKU with stock there.
 func (ts *testServer) seed(sku string, onHand int) {
 	ts.t.Helper()

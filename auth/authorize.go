@@ -17,8 +17,13 @@ const (
 	ManageStock        Action = "change stock"
 	IssueCheckoutToken Action = "issue checkout tokens"
 	ActOnCheckout      Action = "act on a checkout's reservations and orders"
-	ReadStockEvents    Action = "read stock events"
-	OperateInventory   Action = "read inventory health and reconciliation"
+	// ConfirmSale turns a hold into a sale. It follows a payment that only the
+	// checkout backend can vouch for, so a checkout token (held by the
+	// shopper's browser) never may: it could otherwise take goods, and reveal
+	// codes, that nobody paid for.
+	ConfirmSale      Action = "confirm a reservation"
+	ReadStockEvents  Action = "read stock events"
+	OperateInventory Action = "read inventory health and reconciliation"
 )
 
 // policy lists the roles allowed each action. ActOnCheckout is additionally
@@ -29,6 +34,7 @@ var policy = map[Action][]domain.Role{
 	ManageStock:        {domain.RoleAdmin},
 	IssueCheckoutToken: {domain.RoleService, domain.RoleAdmin},
 	ActOnCheckout:      {domain.RoleCheckout, domain.RoleService, domain.RoleAdmin},
+	ConfirmSale:        {domain.RoleService, domain.RoleAdmin},
 	ReadStockEvents:    {domain.RoleAdmin},
 	OperateInventory:   {domain.RoleAdmin},
 }

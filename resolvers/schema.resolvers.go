@@ -36,6 +36,9 @@ func (r *mutationResolver) Reserve(ctx context.Context, input model.ReserveInput
 
 // ConfirmReservation is the resolver for the confirmReservation field.
 func (r *mutationResolver) ConfirmReservation(ctx context.Context, input model.ConfirmReservationInput) (*model.ConfirmReservationPayload, error) {
+	if err := auth.Authorize(ctx, auth.ConfirmSale); err != nil {
+		return nil, err
+	}
 	scope, err := auth.ReservationScope(ctx)
 	if err != nil {
 		return nil, err

@@ -172,12 +172,19 @@ func (s *Store) CodesReveal(ctx context.Context, scope domain.Scope, orderLineID
 	var codes []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var checkoutID string
-		err := tx.QueryRow(ctx, `SELECT o.checkout_id FROM order_lines ol JOIN orders o ON o.id = ol.order_id WHERE ol.id = $1`, orderLineID).Scan(&checkoutID)
+		var selfConfirmed bool
+		err := tx.QueryRow(ctx, `SELECT o.checkout_id, o.self_confirmed FROM order_lines ol JOIN orders o ON o.id = ol.order_id WHERE ol.id = $1`,
+			orderLineID).Scan(&checkoutID, &selfConfirmed)
 		if errors.Is(err, pgx.ErrNoRows) || err == nil && !scope.Allows(checkoutID) {
 			return &domain.Error{Code: domain.CodeNotFound, Message: "no order line " + strconv.FormatInt(orderLineID, 10)}
 		}
 		if err != nil {
 			return err
+		}
+		if selfConfirmed {
+			// Confirmed by the shopper's own token before that was refused:
+			// no payment was vouched for, so its codes stay sealed.
+			return fmt.Errorf("%w: codes are revealed only for orders a service or admin key confirmed", domain.ErrForbidden)
 		}
 		rows, err := tx.Query(ctx, `SELECT sku_id, key_id, ciphertext FROM codes WHERE order_line_id = $1 AND status = 'sold' ORDER BY id`, orderLineID)
 		if err != nil {
