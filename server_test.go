@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -82,6 +83,14 @@ func setupWith(t *testing.T, overrides map[string]string) *testServer {
 	t.Cleanup(db.Close)
 	ts := &testServer{t: t, env: env, db: db}
 	ts.url, ts.shutdown = ts.startInstance()
+	// An instance is ready only once its event broker has read the stream's
+	// head ("live events unavailable: starting" until then), which on a loaded
+	// machine can take a moment after the listener is up. Tests start where a
+	// load balancer would send traffic: at readiness.
+	waitUntil(t, 15*time.Second, "the instance to be ready", func() bool {
+		code, _ := httpGet(t, ts.url+"/readyz")
+		return code == 200
+	})
 	ts.admin = ts.cli("token", "create", "--role", "admin", "--name", "test-admin")
 	ts.service = ts.cli("token", "create", "--role", "service", "--name", "test-service")
 	return ts
