@@ -120,7 +120,7 @@ var settings = []setting{
 	{Name: "INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", Group: "Events and subscriptions", Default: "200", Shown: "",
 		Meaning: "live subscriptions of one key or checkout on one instance, over all its sockets and SSE streams"},
 	{Name: "INVENTORY_WEBHOOK_ALLOW_PRIVATE", Group: "Events and subscriptions", Default: "false", Shown: "",
-		Meaning: "`true` lets webhook URLs name, or resolve to, loopback, private, link-local and other internal addresses (for tests and closed networks); checked when a webhook is saved and again at every connection"},
+		Meaning: "`true` lets webhook URLs name, or resolve to, loopback, private, link-local and every other address that is not public unicast (for tests and closed networks). Otherwise every entry of the IANA IPv4 and IPv6 special-purpose registries is refused (NAT64, 6to4, Teredo, benchmarking, documentation, CGNAT, IPv4-mapped forms, …) and multicast: literal addresses when a webhook is saved, every resolved address at every connection (DNS rebinding cannot pass); a refusal never names the resolved address. Only this environment setting enables it, nothing in the API"},
 	{Name: "INVENTORY_METRICS_ADDR", Group: "Operations", Default: "", Shown: "(off)",
 		Meaning: "also serve `/metrics` on this address without a key, for a Prometheus scraper; keep it private"},
 	{Name: "INVENTORY_PPROF_ADDR", Group: "Operations", Default: "", Shown: "(off)",
