@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"inventory/domain"
+	"inventory/webhooks"
 )
 
 // Config says what the workers need and how often periodic work runs.
@@ -41,6 +42,9 @@ type Config struct {
 	// a WebhookDispatcher starts the deliveries.
 	Webhooks            WebhookStore
 	WebhookAllowPrivate bool
+	// WebhookLookup, if set, resolves webhook target names (tests: a name
+	// that resolves to any address); Go code only, never configuration.
+	WebhookLookup webhooks.Lookup
 	// WebhookBackoff, if set, replaces River's retry policy for deliveries
 	// (tests); WebhookPauseAfter (WebhookMaxAttempts when zero) consecutive
 	// failures pause an endpoint.
@@ -88,7 +92,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
 	}
 	if cfg.Webhooks != nil {
-		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate,
+		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate, Lookup: cfg.WebhookLookup,
 			Backoff: cfg.WebhookBackoff, PauseAfter: cfg.WebhookPauseAfter, OnAttempt: cfg.OnWebhookAttempt, Logger: cfg.Logger})
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -16,11 +16,8 @@ import (
 // dialer must see the address actually reached), no redirects (a redirect
 // could lead anywhere), and every address checked when it is dialed
 // (DialContext), so DNS cannot point a delivery at a private network.
-func NewClient(allowPrivate bool, timeout time.Duration) *http.Client {
-	return newClient(allowPrivate, timeout, nil)
-}
-
-func newClient(allowPrivate bool, timeout time.Duration, lookup Lookup) *http.Client {
+// lookup is nil but in tests (see DialContext).
+func NewClient(allowPrivate bool, timeout time.Duration, lookup Lookup) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{Proxy: nil, DialContext: DialContext(allowPrivate, timeout, lookup),
 			MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},

@@ -160,7 +160,7 @@ func TestPostRefusesResolvedSpecialPurpose(t *testing.T) {
 	loop := netip.MustParseAddr("127.0.0.1")
 
 	post := func(allow bool, lookup Lookup) (int, error) {
-		c := newClient(allow, time.Second, lookup)
+		c := NewClient(allow, time.Second, lookup)
 		defer c.CloseIdleConnections()
 		return Post(context.Background(), c, target, allow, time.Second, "msg_1", []byte(`{}`), NewSecret())
 	}
@@ -213,7 +213,7 @@ func TestPostErrorsNameNoAddress(t *testing.T) {
 		{lookupTo(netip.MustParseAddr("127.0.0.1")), "connection refused"},
 		{dnsFail, "no such host"},
 	} {
-		c := newClient(true, time.Second, tc.lookup)
+		c := NewClient(true, time.Second, tc.lookup)
 		_, err := Post(context.Background(), c, "http://receiver.example:"+port+"/", true, time.Second, "m", nil, NewSecret())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("err = %v, want %q", err, tc.want)
