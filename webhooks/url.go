@@ -87,9 +87,8 @@ func CheckURL(raw string, allowPrivate bool) error {
 // name ends in a number (RFC 3696 §2), so refusing them costs nothing.
 func numericHost(h string) bool {
 	last := h[strings.LastIndexByte(h, '.')+1:]
-	if x, ok := strings.CutPrefix(last, "0x"); ok {
-		last = x
-		return strings.Trim(last, "0123456789abcdef") == ""
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
 	}
 	return last != "" && strings.Trim(last, "0123456789") == ""
 }
