@@ -40,19 +40,24 @@ type config struct {
 	JobWorkers         int           // INVENTORY_JOB_WORKERS
 	RunJobs            bool          // INVENTORY_RUN_JOBS: false serves the API without working River jobs (they wait for an instance that does)
 	EventsRetention    time.Duration // INVENTORY_EVENTS_RETENTION
-	Events             events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
-	LogLevel           string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
-	WSKeepAlive        time.Duration // INVENTORY_WS_KEEPALIVE
-	WSInitTimeout      time.Duration // INVENTORY_WS_INIT_TIMEOUT
-	HTTPHeaderTimeout  time.Duration // INVENTORY_HTTP_HEADER_TIMEOUT: a request's headers
-	HTTPReadTimeout    time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
-	HTTPWriteTimeout   time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
-	RequestTimeout     time.Duration // INVENTORY_REQUEST_TIMEOUT: a plain request's whole handling
-	HTTPIdleTimeout    time.Duration // INVENTORY_HTTP_IDLE_TIMEOUT: an idle keep-alive connection
-	KeyCacheTTL        time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
-	AdminSessionTTL    time.Duration // INVENTORY_ADMIN_SESSION_TTL: how long an /admin sign-in lasts
-	MetricsAddr        string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
-	PprofAddr          string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
+	// CodeRevealRetention and WebhookDeliveryRetention are
+	// INVENTORY_CODE_REVEAL_RETENTION and INVENTORY_WEBHOOK_DELIVERY_RETENTION:
+	// how long code-reveal audit rows and webhook delivery log rows are kept.
+	CodeRevealRetention      time.Duration
+	WebhookDeliveryRetention time.Duration
+	Events                   events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
+	LogLevel                 string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
+	WSKeepAlive              time.Duration // INVENTORY_WS_KEEPALIVE
+	WSInitTimeout            time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	HTTPHeaderTimeout        time.Duration // INVENTORY_HTTP_HEADER_TIMEOUT: a request's headers
+	HTTPReadTimeout          time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
+	HTTPWriteTimeout         time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
+	RequestTimeout           time.Duration // INVENTORY_REQUEST_TIMEOUT: a plain request's whole handling
+	HTTPIdleTimeout          time.Duration // INVENTORY_HTTP_IDLE_TIMEOUT: an idle keep-alive connection
+	KeyCacheTTL              time.Duration // INVENTORY_KEY_CACHE_TTL: how long a live API key is trusted without a database read
+	AdminSessionTTL          time.Duration // INVENTORY_ADMIN_SESSION_TTL: how long an /admin sign-in lasts
+	MetricsAddr              string        // INVENTORY_METRICS_ADDR: also serve /metrics there, without a key (off when empty)
+	PprofAddr                string        // INVENTORY_PPROF_ADDR: serve Go's profiler there (off when empty)
 	// WebhookAllowPrivate is INVENTORY_WEBHOOK_ALLOW_PRIVATE: webhook URLs may
 	// reach loopback and private addresses.
 	WebhookAllowPrivate bool
@@ -125,26 +130,28 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return d
 	}
 	cfg := config{
-		DatabaseURL:        getenv("DATABASE_URL"),
-		ListenAddr:         str("LISTEN_ADDR", ":8080"),
-		TokenSecret:        []byte(getenv("INVENTORY_TOKEN_SECRET")),
-		CodesKey:           getenv("INVENTORY_CODES_KEY"),
-		CodesHMACKey:       getenv("INVENTORY_CODES_HMAC_KEY"),
-		DBMaxConns:         int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
-		DBEventConns:       int32(min(num("INVENTORY_DB_EVENT_CONNS", 4), 1000)),
-		DBStatementTimeout: dur("INVENTORY_DB_STATEMENT_TIMEOUT", 30*time.Second),
-		DBLockTimeout:      dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
-		MaxBodyBytes:       num("INVENTORY_MAX_BODY_BYTES", 1<<20),
-		MaxUploadBytes:     num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
-		MaxComplexity:      int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
-		ShutdownTimeout:    dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
-		MigrateOnStart:     boolean("INVENTORY_MIGRATE_ON_START", true),
-		ReconcileInterval:  dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
-		SweepInterval:      dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
-		SweepGrace:         dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
-		JobWorkers:         int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
-		RunJobs:            boolean("INVENTORY_RUN_JOBS", true),
-		EventsRetention:    dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
+		DatabaseURL:              getenv("DATABASE_URL"),
+		ListenAddr:               str("LISTEN_ADDR", ":8080"),
+		TokenSecret:              []byte(getenv("INVENTORY_TOKEN_SECRET")),
+		CodesKey:                 getenv("INVENTORY_CODES_KEY"),
+		CodesHMACKey:             getenv("INVENTORY_CODES_HMAC_KEY"),
+		DBMaxConns:               int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
+		DBEventConns:             int32(min(num("INVENTORY_DB_EVENT_CONNS", 4), 1000)),
+		DBStatementTimeout:       dur("INVENTORY_DB_STATEMENT_TIMEOUT", 30*time.Second),
+		DBLockTimeout:            dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
+		MaxBodyBytes:             num("INVENTORY_MAX_BODY_BYTES", 1<<20),
+		MaxUploadBytes:           num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
+		MaxComplexity:            int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
+		ShutdownTimeout:          dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
+		MigrateOnStart:           boolean("INVENTORY_MIGRATE_ON_START", true),
+		ReconcileInterval:        dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
+		SweepInterval:            dur("INVENTORY_SWEEP_INTERVAL", 30*time.Second),
+		SweepGrace:               dur("INVENTORY_SWEEP_GRACE", 15*time.Second),
+		JobWorkers:               int(min(num("INVENTORY_JOB_WORKERS", 10), 1000)),
+		RunJobs:                  boolean("INVENTORY_RUN_JOBS", true),
+		EventsRetention:          dur("INVENTORY_EVENTS_RETENTION", 7*24*time.Hour),
+		CodeRevealRetention:      dur("INVENTORY_CODE_REVEAL_RETENTION", 400*24*time.Hour),
+		WebhookDeliveryRetention: dur("INVENTORY_WEBHOOK_DELIVERY_RETENTION", 30*24*time.Hour),
 		Events: events.Config{
 			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),

@@ -170,6 +170,8 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
 		OnSweep: m.SweptHolds, OnReconcile: m.Reconciled,
+		RetentionPruner: jobStore, CodeRevealRetention: cfg.CodeRevealRetention, WebhookDeliveryRetention: cfg.WebhookDeliveryRetention,
+		OnPruned: m.WatchRetention(jobs.TableCodeReveals, jobs.TableWebhookDeliveries),
 		Webhooks: jobStore, WebhookAllowPrivate: cfg.WebhookAllowPrivate, OnWebhookAttempt: onWebhookAttempt,
 		// Half the shutdown budget for jobs to finish, then they are
 		// cancelled, so River has stopped (and recorded every job's end)

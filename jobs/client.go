@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"inventory/domain"
+	"inventory/webhooks"
 )
 
 // Config says what the workers need and how often periodic work runs.
@@ -24,10 +25,18 @@ type Config struct {
 	Sweeper      Sweeper
 	EventsPruner EventsPruner
 	// EventsRetention is how long published stock events are kept.
-	EventsRetention   time.Duration
-	Logger            *slog.Logger
-	ReconcileInterval time.Duration
-	SweepInterval     time.Duration
+	EventsRetention time.Duration
+	// RetentionPruner, if set, prunes code-reveal audit rows older than
+	// CodeRevealRetention and webhook delivery log rows older than
+	// WebhookDeliveryRetention, hourly; OnPruned, if set, is told each
+	// batch's deletions by table.
+	RetentionPruner          RetentionPruner
+	CodeRevealRetention      time.Duration
+	WebhookDeliveryRetention time.Duration
+	OnPruned                 func(table string, n int)
+	Logger                   *slog.Logger
+	ReconcileInterval        time.Duration
+	SweepInterval            time.Duration
 	// SweepGrace is how overdue a hold must be before the sweeper takes it
 	// from its expiry job.
 	SweepGrace time.Duration
@@ -41,6 +50,9 @@ type Config struct {
 	// a WebhookDispatcher starts the deliveries.
 	Webhooks            WebhookStore
 	WebhookAllowPrivate bool
+	// WebhookLookup, if set, resolves webhook target names (tests: a name
+	// that resolves to any address); Go code only, never configuration.
+	WebhookLookup webhooks.Lookup
 	// WebhookBackoff, if set, replaces River's retry policy for deliveries
 	// (tests); WebhookPauseAfter (WebhookMaxAttempts when zero) consecutive
 	// failures pause an endpoint.
@@ -87,8 +99,15 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 			func() (river.JobArgs, *river.InsertOpts) { return PruneEventsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "stock_events_prune", RunOnStart: true}),
 	}
+	if cfg.RetentionPruner != nil {
+		river.AddWorker(workers, &PruneRetentionWorker{Pruner: cfg.RetentionPruner, CodeReveals: cfg.CodeRevealRetention,
+			WebhookDeliveries: cfg.WebhookDeliveryRetention, OnPruned: cfg.OnPruned, Logger: cfg.Logger})
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return PruneRetentionArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "retention_prune", RunOnStart: true}))
+	}
 	if cfg.Webhooks != nil {
-		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate,
+		river.AddWorker(workers, &WebhookDeliverWorker{Store: cfg.Webhooks, AllowPrivate: cfg.WebhookAllowPrivate, Lookup: cfg.WebhookLookup,
 			Backoff: cfg.WebhookBackoff, PauseAfter: cfg.WebhookPauseAfter, OnAttempt: cfg.OnWebhookAttempt, Logger: cfg.Logger})
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -24,6 +24,8 @@ type WebhookTestStore interface {
 type WebhookTester struct {
 	Store        WebhookTestStore
 	AllowPrivate bool
+	// Lookup, if set, resolves target names (tests; see webhooks.DialContext).
+	Lookup webhooks.Lookup
 }
 
 // WebhookSendTest sends and records one test delivery.
@@ -38,7 +40,7 @@ func (w *WebhookTester) WebhookSendTest(ctx context.Context, id string) (domain.
 		Timestamp time.Time `json:"timestamp"`
 		Data      struct{}  `json:"data"`
 	}{Type: domain.WebhookTestType, Timestamp: time.Now().UTC()})
-	client := webhooks.NewClient(w.AllowPrivate, WebhookAttemptTimeout)
+	client := webhooks.NewClient(w.AllowPrivate, WebhookAttemptTimeout, w.Lookup)
 	defer client.CloseIdleConnections()
 	a, _ := sendAttempt(ctx, client, w.AllowPrivate, WebhookAttemptTimeout, t,
 		store.WebhookAttempt{WebhookID: msgID, Topic: domain.WebhookTestType}, body) // a failed send is recorded, not returned

@@ -66,6 +66,9 @@ type WebhookDeliverWorker struct {
 	Store WebhookStore
 	// AllowPrivate lets deliveries reach loopback and private addresses.
 	AllowPrivate bool
+	// Lookup, if set, resolves target names instead of the system resolver
+	// (tests; see webhooks.DialContext).
+	Lookup webhooks.Lookup
 	// AttemptTimeout bounds one POST (WebhookAttemptTimeout when zero).
 	AttemptTimeout time.Duration
 	// PauseAfter consecutive failures pause the endpoint (WebhookMaxAttempts
@@ -103,7 +106,7 @@ func (w *WebhookDeliverWorker) attemptTimeout() time.Duration {
 
 // httpClient is made once: endpoints are delivered to concurrently.
 func (w *WebhookDeliverWorker) httpClient() *http.Client {
-	w.clientOnce.Do(func() { w.client = webhooks.NewClient(w.AllowPrivate, w.attemptTimeout()) })
+	w.clientOnce.Do(func() { w.client = webhooks.NewClient(w.AllowPrivate, w.attemptTimeout(), w.Lookup) })
 	return w.client
 }
 

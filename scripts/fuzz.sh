@@ -3,7 +3,10 @@
 # a _test.go file) for a budget of executions each, one at a time, and fails
 # if any fails.
 # Targets are found with `go test -list '^Fuzz'`, so new ones are picked up by
-# themselves. Each target's committed seed corpus (testdata/fuzz/FuzzXxx/) also
+# themselves (e.g. webhooks: FuzzVerify, signature verification accepts
+# exactly what signing produces; FuzzAddressCheck and FuzzCheckURL, anything
+# the webhook URL and address checks accept is public unicast). Each
+# target's committed seed corpus (testdata/fuzz/FuzzXxx/) also
 # runs in every plain `go test`; this script is the short fuzzing run CI adds.
 #
 #   scripts/fuzz.sh                            every target, 100000 executions each (database targets 2000)

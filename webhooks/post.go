@@ -3,8 +3,10 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,9 +16,10 @@ import (
 // dialer must see the address actually reached), no redirects (a redirect
 // could lead anywhere), and every address checked when it is dialed
 // (DialContext), so DNS cannot point a delivery at a private network.
-func NewClient(allowPrivate bool, timeout time.Duration) *http.Client {
+// lookup is nil but in tests (see DialContext).
+func NewClient(allowPrivate bool, timeout time.Duration, lookup Lookup) *http.Client {
 	return &http.Client{
-		Transport: &http.Transport{Proxy: nil, DialContext: DialContext(allowPrivate, timeout),
+		Transport: &http.Transport{Proxy: nil, DialContext: DialContext(allowPrivate, timeout, lookup),
 			MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -45,7 +48,7 @@ func Post(ctx context.Context, client *http.Client, url string, allowPrivate boo
 	req.Header.Set(HeaderSignature, SignatureHeader(msgID, ts, body, secrets...))
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, withoutAddresses(err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -53,4 +56,25 @@ func Post(ctx context.Context, client *http.Client, url string, allowPrivate boo
 		return resp.StatusCode, fmt.Errorf("answered HTTP %d", resp.StatusCode)
 	}
 	return resp.StatusCode, nil
+}
+
+// withoutAddresses is a failed post's error as the delivery log records it
+// and the admin reads it: it names no IP address. A refusal by Control says
+// only that the host is or resolves to a forbidden address (the resolved
+// address belongs to the network this server runs in); a network error keeps
+// its cause ("connect: connection refused", "i/o timeout") without the
+// addresses net.OpError adds (the peer's and this server's own), and a DNS
+// error without the resolver's address.
+func withoutAddresses(err error) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, ErrForbiddenAddress):
+		return ErrForbiddenAddress
+	case errors.As(err, &dns):
+		return fmt.Errorf("cannot resolve the url host: %s", dns.Err)
+	case errors.As(err, &op):
+		return fmt.Errorf("%s: %w", op.Op, op.Err)
+	}
+	return err
 }

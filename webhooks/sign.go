@@ -93,14 +93,18 @@ func SignatureHeader(id string, timestamp int64, body []byte, secrets ...string)
 // Verify checks a delivery as a receiver would: header is the whole
 // webhook-signature value (one or more space-separated "v1,<sig>"), timestamp
 // the webhook-timestamp value, which must be within tolerance of now (a
-// tolerance of 0 skips the check).
+// tolerance of 0 skips the check). It accepts exactly what SignatureHeader
+// produces: the timestamp must be written as Sign writes it (decimal, no sign
+// or leading zeros) and a signature must equal Sign's base64 character for
+// character (base64 with other unused trailing bits decodes to the same MAC
+// but was never signed), compared in constant time.
 func Verify(secret, id, timestamp string, body []byte, header string, now time.Time, tolerance time.Duration) error {
 	k, err := key(secret)
 	if err != nil {
 		return err
 	}
 	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
+	if err != nil || strconv.FormatInt(ts, 10) != timestamp {
 		return ErrTimestamp
 	}
 	if tolerance > 0 {
@@ -109,14 +113,10 @@ func Verify(secret, id, timestamp string, body []byte, header string, now time.T
 			return ErrTimestamp
 		}
 	}
-	want := mac(k, id, ts, body)
+	want := []byte(base64.StdEncoding.EncodeToString(mac(k, id, ts, body)))
 	for _, part := range strings.Fields(header) {
 		v, sig, ok := strings.Cut(part, ",")
-		if !ok || v != "v1" {
-			continue
-		}
-		got, err := base64.StdEncoding.DecodeString(sig)
-		if err == nil && hmac.Equal(got, want) {
+		if ok && v == "v1" && hmac.Equal([]byte(sig), want) {
 			return nil
 		}
 	}

@@ -153,7 +153,7 @@ func TestDialContextRefusesResolvedLoopback(t *testing.T) {
 	target := "http://localhost:" + port + "/"
 
 	for _, allow := range []bool{false, true} {
-		client := &http.Client{Transport: &http.Transport{DialContext: DialContext(allow, time.Second)}, Timeout: 5 * time.Second}
+		client := &http.Client{Transport: &http.Transport{DialContext: DialContext(allow, time.Second, nil)}, Timeout: 5 * time.Second}
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, target, nil)
 		resp, err := client.Do(req)
 		if allow {
