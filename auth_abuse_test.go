@@ -232,3 +232,37 @@ func readSSEBody(resp *http.Response) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestSSEEndsWhenSessionEnds: a stream the dashboard opened with its
+// session cookie ends within a second of the session's end.
+func TestSSEEndsWhenSessionEnds(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{"INVENTORY_ADMIN_SESSION_TTL": "2s"})
+	signedIn := time.Now()
+	cookie := ts.signIn(ts.admin)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/graphql", bytes.NewReader(mustJSON(map[string]any{"query": stockChangedSub})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Inventory-CSRF", "1")
+	req.Header.Set("Origin", ts.url)
+	req.AddCookie(cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("SSE with the session cookie: %d", resp.StatusCode)
+	}
+	body := readSSEBody(resp)
+	took := time.Since(signedIn)
+	t.Logf("the session's SSE stream ended %v after sign-in (session TTL 2s)", took.Round(10*time.Millisecond))
+	if took < time.Second || took > 3*time.Second || !strings.Contains(body, "UNAUTHENTICATED") || !strings.Contains(body, "session expired") {
+		t.Fatalf("stream of a 2 s session ended %v after sign-in with %.300q", took, body)
+	}
+}
