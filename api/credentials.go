@@ -55,13 +55,14 @@ func authenticateSocket(guard *authGuard) transport.WebsocketInitFunc {
 }
 
 // credentialRecheckInterval is how often a WebSocket's or SSE stream's
-// credentials are checked again. A revoked key is seen once the key cache's
-// entry is older than INVENTORY_KEY_CACHE_TTL (500 ms by default), so a
-// stream ends at most that plus this interval after the revocation: within
-// a second by default. A key lookup is served from the key cache and a
-// checkout token is verified without the database, so this costs little
-// per stream.
-const credentialRecheckInterval = 250 * time.Millisecond
+// credentials are checked again. A revoked key is seen at the first check
+// after the key cache's entry is older than INVENTORY_KEY_CACHE_TTL (500 ms
+// by default), so a stream ends at most that plus this interval after the
+// revocation: within 0.9 s by default. A key lookup is served from the key
+// cache and a checkout token is verified without the database (a few
+// microseconds of HMAC), so this costs little per stream: 10,000 streams
+// are 25,000 checks a second.
+const credentialRecheckInterval = 400 * time.Millisecond
 
 // watchCredential calls end, once, when the credentials a long-lived
 // operation was opened with no longer authenticate actor: the key was

@@ -46,8 +46,9 @@ func (o *operationLimits) around(ctx context.Context, next graphql.OperationHand
 		return next(ctx)
 	}
 	kind := op.Operation.Operation
-	release := func() {}
-	if socket.On(ctx) {
+	onSocket := socket.On(ctx)
+	var release func() // the in-flight place on the socket, if any
+	if onSocket {
 		if kind != ast.Subscription {
 			var ok bool
 			if release, ok = socket.AcquireOperation(ctx, o.maxInFlight); !ok {
@@ -55,12 +56,14 @@ func (o *operationLimits) around(ctx context.Context, next graphql.OperationHand
 			}
 		}
 		if ok, retry := o.budgets.spend(ctx, kind == ast.Mutation); !ok {
-			release()
+			if release != nil {
+				release()
+			}
 			return refuseWith(CodeRateLimited, "too many requests from this caller; retry after "+retry+" seconds")
 		}
 	}
 	if kind == ast.Subscription {
-		if socket.On(ctx) {
+		if onSocket {
 			return next(ctx) // the socket's credentials are watched from connection_init
 		}
 		return o.watchStream(ctx, next)
@@ -70,11 +73,15 @@ func (o *operationLimits) around(ctx context.Context, next graphql.OperationHand
 
 // bounded runs a query or mutation under the request timeout, unless its
 // context already has a deadline (a plain HTTP request's), and gives its
-// in-flight place back when it is answered or abandoned.
+// in-flight place back (release, nil if none) when it is answered or
+// abandoned.
 func (o *operationLimits) bounded(ctx context.Context, next graphql.OperationHandler, release func()) graphql.ResponseHandler {
 	var once sync.Once
-	done := func() { once.Do(release) }
-	context.AfterFunc(ctx, done) // the client completed it, or the socket closed
+	done := func() {}
+	if release != nil {
+		done = func() { once.Do(release) }
+		context.AfterFunc(ctx, done) // the client completed it, or the socket closed
+	}
 	if _, has := ctx.Deadline(); has || o.timeout <= 0 {
 		responses := next(ctx)
 		return func(rctx context.Context) *graphql.Response {
