@@ -85,6 +85,11 @@ func NewRouter(cfg Config) http.Handler {
 		r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 		r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 	})
+	// Unknown paths and methods too.
+	r.NotFound(guard.middleware(budgets.limitRequests(http.NotFoundHandler())).ServeHTTP)
+	r.MethodNotAllowed(guard.middleware(budgets.limitRequests(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}))).ServeHTTP)
 
 	gql := newGraphQLHandler(cfg.Resolver, guard, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
 	// Innermost interceptor: what limits an HTTP request limits each
