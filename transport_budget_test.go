@@ -208,3 +208,29 @@ func readSSE(t *testing.T, resp *http.Response) string {
 	}
 	return b.String()
 }
+
+// TestSocketBudgetBeforeParsing: once a caller's budget is spent, what it
+// sends over a socket is refused before gqlgen parses it (a document that
+// does not even parse is RATE_LIMITED, not GRAPHQL_PARSE_FAILED), so a spent
+// budget cannot buy parsing work, as over HTTP.
+func TestSocketBudgetBeforeParsing(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{
+		"INVENTORY_RATE_LIMIT_CHECKOUT_READS": "3",
+		"INVENTORY_RATE_LIMIT_WINDOW":         "10m",
+	})
+	tok := ts.checkoutToken("cart-parse")
+	w := dialWS(t, ts.url, tok, false)
+	w.ack()
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		w.send(wsMessage{ID: id, Type: "subscribe", Payload: mustJSON(map[string]any{"query": `{ locations { code } }`})})
+	}
+	if n := tally(w.wsAnswers(ids, 10*time.Second)); n[""] != 3 {
+		t.Fatalf("3 queries within a read budget of 3: %v", n)
+	}
+	w.send(wsMessage{ID: "bad", Type: "subscribe", Payload: mustJSON(map[string]any{"query": `{ locations { code ` + strings.Repeat("(", 1000)})})
+	if a := w.wsAnswers([]string{"bad"}, 10*time.Second); a["bad"] != "RATE_LIMITED" {
+		t.Fatalf("an unparsable document after the budget was spent: %q, want RATE_LIMITED before parsing", a["bad"])
+	}
+}

@@ -22,8 +22,10 @@ import (
 // request timeout (Deadlines.Handle). A WebSocket is one upgrade request
 // and then any number of operations, each one message, so for them this:
 //
-//   - spends the caller's read or write budget per operation (RATE_LIMITED
-//     past it, as HTTP's 429);
+//   - spends the caller's read or write budget per operation, before gqlgen
+//     parses it (MutateOperationParameters; the kind is read from the
+//     document's tokens, as over HTTP): past it the operation gets a
+//     RATE_LIMITED error, as HTTP's 429, and costs no parsing;
 //   - bounds the queries and mutations in flight on one socket
 //     (maxInFlight, INVENTORY_WS_MAX_IN_FLIGHT): one more is answered
 //     RATE_LIMITED at once, and the socket stays open;
@@ -39,6 +41,30 @@ type operationLimits struct {
 	timeout     time.Duration
 }
 
+var (
+	_ graphql.HandlerExtension          = (*operationLimits)(nil)
+	_ graphql.OperationParameterMutator = (*operationLimits)(nil)
+)
+
+// ExtensionName names the extension for gqlgen.
+func (*operationLimits) ExtensionName() string { return "OperationLimits" }
+
+// Validate accepts any schema.
+func (*operationLimits) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters spends a socket operation's budget before
+// gqlgen parses, validates or costs its document. It changes nothing.
+func (o *operationLimits) MutateOperationParameters(ctx context.Context, params *graphql.RawParams) *gqlerror.Error {
+	if !socket.On(ctx) {
+		return nil // an HTTP request has spent its budget already
+	}
+	if ok, retry := o.budgets.spend(ctx, operationWrites(params.Query, params.OperationName)); !ok {
+		return &gqlerror.Error{Message: "too many requests from this caller; retry after " + retry + " seconds",
+			Extensions: map[string]any{"code": CodeRateLimited}}
+	}
+	return nil
+}
+
 // around is a gqlgen operation interceptor.
 func (o *operationLimits) around(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	op := graphql.GetOperationContext(ctx)
@@ -47,26 +73,18 @@ func (o *operationLimits) around(ctx context.Context, next graphql.OperationHand
 	}
 	kind := op.Operation.Operation
 	onSocket := socket.On(ctx)
-	var release func() // the in-flight place on the socket, if any
-	if onSocket {
-		if kind != ast.Subscription {
-			var ok bool
-			if release, ok = socket.AcquireOperation(ctx, o.maxInFlight); !ok {
-				return refuseWith(CodeRateLimited, fmt.Sprintf("this WebSocket already has %d queries and mutations in flight (INVENTORY_WS_MAX_IN_FLIGHT); wait for an answer before sending more", o.maxInFlight))
-			}
-		}
-		if ok, retry := o.budgets.spend(ctx, kind == ast.Mutation); !ok {
-			if release != nil {
-				release()
-			}
-			return refuseWith(CodeRateLimited, "too many requests from this caller; retry after "+retry+" seconds")
-		}
-	}
 	if kind == ast.Subscription {
 		if onSocket {
 			return next(ctx) // the socket's credentials are watched from connection_init
 		}
 		return o.watchStream(ctx, next)
+	}
+	var release func() // the in-flight place on the socket, if any
+	if onSocket {
+		var ok bool
+		if release, ok = socket.AcquireOperation(ctx, o.maxInFlight); !ok {
+			return refuseWith(CodeRateLimited, fmt.Sprintf("this WebSocket already has %d queries and mutations in flight (INVENTORY_WS_MAX_IN_FLIGHT); wait for an answer before sending more", o.maxInFlight))
+		}
 	}
 	return o.bounded(ctx, next, release)
 }

@@ -94,7 +94,9 @@ func NewRouter(cfg Config) http.Handler {
 	gql := newGraphQLHandler(cfg.Resolver, guard, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
 	// Innermost interceptor: what limits an HTTP request limits each
 	// operation on a WebSocket and SSE too.
-	gql.AroundOperations((&operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}).around)
+	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
+	gql.Use(limits)
+	gql.AroundOperations(limits.around)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
 		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit).Handle("/graphql", gql)
