@@ -49,6 +49,7 @@ type config struct {
 	LogLevel                 string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive              time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout            time.Duration // INVENTORY_WS_INIT_TIMEOUT
+	WSMaxInFlight            int           // INVENTORY_WS_MAX_IN_FLIGHT: queries and mutations at once on one socket
 	HTTPHeaderTimeout        time.Duration // INVENTORY_HTTP_HEADER_TIMEOUT: a request's headers
 	HTTPReadTimeout          time.Duration // INVENTORY_HTTP_READ_TIMEOUT: a plain request's body
 	HTTPWriteTimeout         time.Duration // INVENTORY_HTTP_WRITE_TIMEOUT: a plain request's answer
@@ -229,11 +230,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Writes: budget("INVENTORY_RATE_LIMIT_CHECKOUT_WRITES", 120)},
 		Key: api.Budget{Reads: budget("INVENTORY_RATE_LIMIT_KEY_READS", 0),
 			Writes: budget("INVENTORY_RATE_LIMIT_KEY_WRITES", 0)},
+		AuthFailures: budget("INVENTORY_RATE_LIMIT_AUTH_FAILURES", 20),
 	}
 	cfg.Subscriptions = api.SubscriptionCaps{
 		PerSocket: int(min(num("INVENTORY_WS_MAX_SUBSCRIPTIONS", 20), 100_000)),
 		PerCaller: int(min(num("INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", 200), 10_000_000)),
 	}
+	cfg.WSMaxInFlight = int(min(num("INVENTORY_WS_MAX_IN_FLIGHT", 10), 100_000))
 	cfg.CacheMaxAge = dur("INVENTORY_CACHE_MAX_AGE", 5*time.Second)
 	if cfg.CacheMaxAge > 0 && (cfg.CacheMaxAge < time.Second || cfg.CacheMaxAge > time.Hour || cfg.CacheMaxAge%time.Second != 0) {
 		errs = append(errs, fmt.Errorf("INVENTORY_CACHE_MAX_AGE must be whole seconds between 1s and 1h, got %q", getenv("INVENTORY_CACHE_MAX_AGE")))

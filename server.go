@@ -188,6 +188,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// One key cache for bearer keys and admin sessions: revoking a key ends
 	// both within KeyCacheTTL.
 	keys := &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}
+	m.WatchKeyReads(keys)
 	sessions, err := auth.NewSessions(cfg.TokenSecret, keys, cfg.AdminSessionTTL)
 	if err != nil {
 		return nil, err
@@ -206,14 +207,15 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Logger: logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxUploadBytes: cfg.MaxUploadBytes,
 			KeepAlive: cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout, Subscriptions: cfg.Subscriptions},
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		Metrics:        m,
-		RiverUI:        riverUI,
-		Deadlines:      api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
-		TrustedProxies: cfg.TrustedProxies,
-		RateLimits:     cfg.RateLimits,
-		CORSOrigins:    cfg.CORSOrigins,
-		CacheMaxAge:    cfg.CacheMaxAge,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		Metrics:           m,
+		RiverUI:           riverUI,
+		Deadlines:         api.Deadlines{Read: cfg.HTTPReadTimeout, Write: cfg.HTTPWriteTimeout, Handle: cfg.RequestTimeout},
+		TrustedProxies:    cfg.TrustedProxies,
+		RateLimits:        cfg.RateLimits,
+		SocketMaxInFlight: cfg.WSMaxInFlight,
+		CORSOrigins:       cfg.CORSOrigins,
+		CacheMaxAge:       cfg.CacheMaxAge,
 	})
 	if cfg.PprofAddr != "" {
 		if err := servePrivate(aux, "profiler", cfg.PprofAddr, pprofHandler(), logger); err != nil {

@@ -38,8 +38,13 @@ type Config struct {
 	// TrustedProxies are the CIDR prefixes whose X-Forwarded-For is believed
 	// (clientIP); empty: the TCP peer is the client.
 	TrustedProxies []string
-	// RateLimits are the per-caller request budgets on /graphql.
+	// RateLimits are the per-caller budgets: every request on every path,
+	// every operation on a WebSocket, and failed authentications per
+	// client address.
 	RateLimits RateLimits
+	// SocketMaxInFlight bounds the queries and mutations in flight on one
+	// WebSocket (INVENTORY_WS_MAX_IN_FLIGHT); 0 is no bound.
+	SocketMaxInFlight int
 	// CORSOrigins are the origins ("https://shop.example") whose pages may
 	// call /graphql, over HTTP and WebSocket; none by default.
 	CORSOrigins []string
@@ -53,30 +58,48 @@ func NewRouter(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(cfg.Deadlines.middleware, middleware.RequestID, clientIP(cfg.TrustedProxies), middleware.Recoverer)
 
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	r.Get("/readyz", readyz(cfg.Ready))
-	// /metrics on the public listener is for admin keys only; a scraper
-	// without one uses INVENTORY_METRICS_ADDR, a listener of its own.
-	r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/metrics", cfg.Metrics.Handler())
-	if cfg.RiverUI != nil {
-		r.With(cfg.Authenticator.Middleware, adminOnly).Handle("/riverui/*", cfg.RiverUI)
-		r.Get("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently).ServeHTTP)
-	}
-	// The operations dashboard: the page (sign-in form unless admin), its
-	// embedded assets, and the key-for-cookie exchange.
-	if cfg.Authenticator.Sessions != nil {
-		r.With(cfg.Authenticator.Middleware).Get("/admin", admin.Page)
-		r.Get("/admin/", http.RedirectHandler("/admin", http.StatusMovedPermanently).ServeHTTP)
-		r.Handle("/admin/assets/*", http.StripPrefix("/admin/assets/", admin.Assets()))
-		r.With(cfg.Authenticator.Middleware).HandleFunc("/admin/session", admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger))
-	}
-	r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
-	r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
-
-	gql := newGraphQLHandler(cfg.Resolver, cfg.Authenticator, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
+	budgets := newBudgets(cfg.RateLimits)
+	guard := newAuthGuard(cfg.Authenticator, cfg.RateLimits)
+	// Every path is authenticated (behind the failed-authentication guard)
+	// and spends its caller's budget; /graphql's middleware does both in an
+	// order of its own below.
 	r.Group(func(r chi.Router) {
-		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, cfg.Authenticator.Middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), rateLimit(cfg.RateLimits)).Handle("/graphql", gql)
+		r.Use(guard.middleware, budgets.limitRequests)
+		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		r.Get("/readyz", readyz(cfg.Ready))
+		// /metrics on the public listener is for admin keys only; a scraper
+		// without one uses INVENTORY_METRICS_ADDR, a listener of its own.
+		r.With(adminOnly).Handle("/metrics", cfg.Metrics.Handler())
+		if cfg.RiverUI != nil {
+			r.With(adminOnly).Handle("/riverui/*", cfg.RiverUI)
+			r.Get("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently).ServeHTTP)
+		}
+		// The operations dashboard: the page (sign-in form unless admin), its
+		// embedded assets, and the key-for-cookie exchange.
+		if cfg.Authenticator.Sessions != nil {
+			r.Get("/admin", admin.Page)
+			r.Get("/admin/", http.RedirectHandler("/admin", http.StatusMovedPermanently).ServeHTTP)
+			r.Handle("/admin/assets/*", http.StripPrefix("/admin/assets/", admin.Assets()))
+			r.HandleFunc("/admin/session", admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger))
+		}
+		r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
+		r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
+	})
+	// Unknown paths and methods too.
+	r.NotFound(guard.middleware(budgets.limitRequests(http.NotFoundHandler())).ServeHTTP)
+	r.MethodNotAllowed(guard.middleware(budgets.limitRequests(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}))).ServeHTTP)
+
+	gql := newGraphQLHandler(cfg.Resolver, guard, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
+	// Innermost interceptor: what limits an HTTP request limits each
+	// operation on a WebSocket and SSE too.
+	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
+	gql.Use(limits)
+	gql.AroundOperations(limits.around)
+	r.Group(func(r chi.Router) {
+		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
+		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit).Handle("/graphql", gql)
 	})
 	return r
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,14 +67,44 @@ func TestKeyCacheReadsOncePerMaxAge(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Refused keys are not cached: each lookup reads again.
+	// A refused key is remembered: lookups within UnknownKeyTTL read nothing.
 	before := table.reads.Load()
 	for range 3 {
 		if k, _ := c.APIKeyGetBySecretHash(t.Context(), hash); k != nil {
 			t.Fatal("revoked key accepted")
 		}
 	}
-	if n := table.reads.Load() - before; n != 3 {
-		t.Fatalf("3 lookups of a refused key read %d times; want 3", n)
+	if n := table.reads.Load() - before; n != 0 {
+		t.Fatalf("3 lookups of a refused key within UnknownKeyTTL read %d times; want 0", n)
+	}
+	if live, unknown := c.DatabaseReads(); unknown < 1 || live < 1 {
+		t.Fatalf("DatabaseReads = %d live, %d unknown", live, unknown)
+	}
+}
+
+// TestKeyCacheUnknownKeysBounded: a caller guessing ever new secrets
+// cannot grow the cache past UnknownKeyEntries, and a remembered unknown
+// secret that is then read live (it cannot happen with random secrets, but
+// the cache must not lie) is live.
+func TestKeyCacheUnknownKeysBounded(t *testing.T) {
+	t.Parallel()
+	table := &keyTable{revoked: true}
+	c := &KeyCache{Keys: table, MaxAge: time.Minute}
+	for i := range UnknownKeyEntries + 500 {
+		if k, err := c.APIKeyGetBySecretHash(t.Context(), HashAPISecret(fmt.Sprint("inv_guess", i))); k != nil || err != nil {
+			t.Fatalf("guess %d: %v %v", i, k, err)
+		}
+	}
+	c.mu.Lock()
+	n := c.unknown.Len() + len(c.entries)
+	c.mu.Unlock()
+	if n > UnknownKeyEntries {
+		t.Fatalf("%d entries after %d guesses, want at most %d", n, UnknownKeyEntries+500, UnknownKeyEntries)
+	}
+	// The oldest guess was evicted: it reads again.
+	before := table.reads.Load()
+	_, _ = c.APIKeyGetBySecretHash(t.Context(), HashAPISecret("inv_guess0"))
+	if table.reads.Load() != before+1 {
+		t.Fatal("the least recently used unknown secret was not evicted")
 	}
 }

@@ -167,3 +167,29 @@ func (r Reservations) ReservationExtend(ctx context.Context, scope domain.Scope,
 	r.count("extend", err)
 	return res, err
 }
+
+// KeyReads is what the API key cache reports. auth.KeyCache is one.
+type KeyReads interface {
+	DatabaseReads() (live, unknown int64)
+}
+
+// WatchKeyReads exports the key cache's database reads by what they found:
+// a live key, or none (unknown or revoked). A climbing "unknown" rate is a
+// client guessing or replaying dead keys; the negative cache and the
+// per-address failure limit keep it from reaching the database per request.
+func (m *Metrics) WatchKeyReads(k KeyReads) {
+	read := func(unknown bool) func() float64 {
+		return func() float64 {
+			live, miss := k.DatabaseReads()
+			if unknown {
+				return float64(miss)
+			}
+			return float64(live)
+		}
+	}
+	help := "API key lookups that read the database (cache misses), by result: live key or unknown/revoked."
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_api_key_reads_total", Help: help, ConstLabels: prometheus.Labels{"result": "live"}}, read(false)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inventory_api_key_reads_total", Help: help, ConstLabels: prometheus.Labels{"result": "unknown"}}, read(true)),
+	)
+}

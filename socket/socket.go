@@ -23,6 +23,12 @@ const (
 	// CloseServiceRestart (1012) ends the sockets of an instance that is
 	// shutting down: clients reconnect (to another instance) and resume.
 	CloseServiceRestart = 1012
+	// CloseTooManyFailures (4429, graphql-ws's "too many requests") refuses
+	// a connection_init from a client address that has spent its budget of
+	// failed authentications (INVENTORY_RATE_LIMIT_AUTH_FAILURES): the token
+	// was not even checked, so the client should wait (the rate limit
+	// window) before it reconnects, and not discard its token.
+	CloseTooManyFailures = 4429
 )
 
 type holderKey struct{}
@@ -33,6 +39,7 @@ type holder struct {
 	conn   transport.WebsocketConn
 	closed bool
 	subs   int // live subscriptions on the socket (AcquireSubscription)
+	ops    int // queries and mutations in flight on the socket (AcquireOperation)
 }
 
 // Middleware gives every WebSocket upgrade request a place for its
@@ -80,24 +87,51 @@ func Close(ctx context.Context, code int, reason string) bool {
 	return true
 }
 
+// On reports whether ctx belongs to an accepted WebSocket (false over plain
+// HTTP and SSE, and for an upgrade request that was refused).
+func On(ctx context.Context) bool {
+	h, ok := ctx.Value(holderKey{}).(*holder)
+	if !ok {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conn != nil
+}
+
 // AcquireSubscription counts one more live subscription on the WebSocket that
 // ctx belongs to, unless it already has max; release gives the place back
 // (call it once). Over plain HTTP and SSE a request is its one subscription,
 // and this always succeeds.
 func AcquireSubscription(ctx context.Context, max int) (release func(), ok bool) {
+	return acquire(ctx, max, func(h *holder) *int { return &h.subs })
+}
+
+// AcquireOperation counts one more query or mutation in flight on the
+// WebSocket that ctx belongs to, unless it already has max: gqlgen runs
+// every operation of a socket at once, each on a goroutine of its own, so
+// without this one socket could start any number. release gives the place
+// back (call it once). Over plain HTTP and SSE a request is its one
+// operation, and this always succeeds.
+func AcquireOperation(ctx context.Context, max int) (release func(), ok bool) {
+	return acquire(ctx, max, func(h *holder) *int { return &h.ops })
+}
+
+func acquire(ctx context.Context, max int, count func(*holder) *int) (release func(), ok bool) {
 	h, found := ctx.Value(holderKey{}).(*holder)
 	if !found || max <= 0 {
 		return func() {}, true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.subs >= max {
+	n := count(h)
+	if *n >= max {
 		return nil, false
 	}
-	h.subs++
+	*n++
 	return func() {
 		h.mu.Lock()
-		h.subs--
+		*n--
 		h.mu.Unlock()
 	}, true
 }
