@@ -64,10 +64,11 @@ type server struct {
 // (":0" picks a free port; URL says which) and shuts down gracefully when ctx
 // ends: stop accepting, finish in-flight requests, stop River, close the pools.
 func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server, error) {
-	if err := cfg.requireTokenSecret(); err != nil {
+	secrets, err := cfg.tokenSecrets()
+	if err != nil {
 		return nil, err
 	}
-	tokens, err := auth.NewCheckoutTokens(cfg.TokenSecret)
+	tokens, err := auth.NewCheckoutTokens(secrets...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,10 +184,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	// One key cache for bearer keys and admin sessions: revoking a key ends
-	// both within KeyCacheTTL.
+	// Bearer keys go through the key cache (revoking one takes effect
+	// within KeyCacheTTL); admin sessions are read from the database on
+	// every request, so sign-out holds at once on every instance.
 	keys := &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}
-	sessions, err := auth.NewSessions(cfg.TokenSecret, keys, cfg.AdminSessionTTL)
+	sessions, err := auth.NewSessions(st, cfg.AdminSessionTTL, secrets...)
 	if err != nil {
 		return nil, err
 	}
