@@ -151,6 +151,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
+	// Webhook secrets from before they were sealed are sealed now, so no
+	// plaintext secret outlives the upgrade; one sealed under a key that is
+	// not configured stops start-up here, like a code's.
+	if n, err := st.WebhookSecretsSeal(ctx); err != nil {
+		return nil, fmt.Errorf("webhook secrets: %w", err)
+	} else if n > 0 {
+		logger.Info("sealed webhook secrets under the current codes key", "endpoints", n, "key_id", keyring.CurrentKeyID())
+	}
 	jobStore, err := newStore(db.jobs)
 	if err != nil {
 		return nil, err
