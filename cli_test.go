@@ -49,7 +49,7 @@ func TestHelpTouchesNothing(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
 	commands := [][]string{{}, {"serve"}, {"migrate"}, {"migrate", "status"}, {"token"}, {"token", "create"},
-		{"token", "revoke"}, {"import"}, {"stock"}, {"stock", "import"}, {"reconcile"}, {"demo"}, {"version"}, {"settings"}}
+		{"token", "revoke"}, {"import"}, {"codes"}, {"codes", "rekey"}, {"stock"}, {"stock", "import"}, {"reconcile"}, {"demo"}, {"version"}, {"settings"}}
 	for _, env := range []map[string]string{{}, {"DATABASE_URL": url, "INVENTORY_TOKEN_SECRET": strings.Repeat("t", 32),
 		"INVENTORY_CODES_KEY": "k1:" + testCodesKey, "INVENTORY_CODES_HMAC_KEY": testHMACKey, "LISTEN_ADDR": "127.0.0.1:0"}} {
 		for _, cmd := range commands {

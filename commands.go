@@ -34,9 +34,9 @@ const environmentHelp = `
 
 Environment:
   DATABASE_URL              PostgreSQL URL (make run sets it up; see .data/dev.env)
-  INVENTORY_TOKEN_SECRET    secret for checkout tokens, at least 32 bytes (serve)
-  INVENTORY_CODES_KEY       code encryption keys id:base64[,…] (serve, import, demo)
-  INVENTORY_CODES_HMAC_KEY  code fingerprint key, base64 (serve, import, demo)
+  INVENTORY_TOKEN_SECRET    token secrets, each at least 32 bytes, first signs (serve)
+  INVENTORY_CODES_KEY       code encryption keys id:base64[,…] (serve, import, demo, codes)
+  INVENTORY_CODES_HMAC_KEY  code fingerprint key, base64 (serve, import, demo, codes)
   Every other setting: inventory settings, or docs/configuration.md.`
 
 // run executes one command line; main and the tests call it. Help never
@@ -115,7 +115,7 @@ its command line. Without a command it serves.` + environmentHelp,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(serve, migrateCommand(ctx, config, stdout), tokenCommands(ctx, config, stdout),
-		importCommand(ctx, config, stdout), stockCommands(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
+		importCommand(ctx, config, stdout), codesCommands(ctx, config, stdout), stockCommands(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
 		versionCommand(stdout), settingsCommand(stdout))
 	return root
 }

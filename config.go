@@ -21,7 +21,7 @@ import (
 type config struct {
 	DatabaseURL        string        // DATABASE_URL (required)
 	ListenAddr         string        // LISTEN_ADDR
-	TokenSecret        []byte        // INVENTORY_TOKEN_SECRET (required to serve; >= 32 bytes)
+	TokenSecret        string        // INVENTORY_TOKEN_SECRET: secret[,older secret…] (required to serve; each >= 32 bytes)
 	CodesKey           string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
 	CodesHMACKey       string        // INVENTORY_CODES_HMAC_KEY: base64, never rotated
 	DBMaxConns         int32         // INVENTORY_DB_MAX_CONNS: the request pool
@@ -133,7 +133,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg := config{
 		DatabaseURL:              getenv("DATABASE_URL"),
 		ListenAddr:               str("LISTEN_ADDR", ":8080"),
-		TokenSecret:              []byte(getenv("INVENTORY_TOKEN_SECRET")),
+		TokenSecret:              getenv("INVENTORY_TOKEN_SECRET"),
 		CodesKey:                 getenv("INVENTORY_CODES_KEY"),
 		CodesHMACKey:             getenv("INVENTORY_CODES_HMAC_KEY"),
 		DBMaxConns:               int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
@@ -255,12 +255,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// requireTokenSecret is checked by the commands that verify or issue tokens.
-func (c config) requireTokenSecret() error {
-	if len(c.TokenSecret) < auth.MinSecretLength {
-		return fmt.Errorf("INVENTORY_TOKEN_SECRET must be set to at least %d bytes (e.g. openssl rand -hex 32)", auth.MinSecretLength)
+// tokenSecrets parses the token key ring (the first signs, all verify); the
+// commands that verify or issue tokens need it.
+func (c config) tokenSecrets() ([][]byte, error) {
+	if strings.TrimSpace(c.TokenSecret) == "" {
+		return nil, fmt.Errorf("INVENTORY_TOKEN_SECRET must be set to at least %d bytes (e.g. openssl rand -hex 32)", auth.MinSecretLength)
 	}
-	return nil
+	return auth.ParseTokenSecrets(c.TokenSecret)
 }
 
 // keyring parses the code keys; commands that seal or open codes need it.
@@ -273,7 +274,7 @@ func (c config) keyring() (*codecrypt.Keyring, error) {
 }
 
 // checkOrigin accepts an exact browser origin, scheme://host[:port]: no
-// wildcard (the allowlist is explicit, and credentials are allowed), no path.
+// wildcard (the allowlist is explicit), no path.
 func checkOrigin(o string) error {
 	u, err := url.Parse(o)
 	switch {

@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"inventory/migrations"
+)
 
 // TestCheckoutTokenCannotConfirm is the self-confirm attack: the shopper's own
 // browser token holds a game key and confirms its hold with unitPrice "0".
@@ -79,8 +85,18 @@ func TestSelfConfirmedOrderCodesStaySealed(t *testing.T) {
 		map[string]any{"id": res.Reservation.ID}), "confirmReservation", &p)
 	ts.exec(`UPDATE stock_movements SET actor = 'checkout:cart-A' WHERE cause = 'confirmed'`)
 	ts.exec(`ALTER TABLE orders DROP COLUMN self_confirmed`)
-	ts.exec(`DELETE FROM goose_db_version WHERE version_id = 12`)
-	ts.cli("migrate")
+	// Migration 00012's Up section, as goose would run it (goose itself
+	// refuses to re-apply it once later migrations exist).
+	f, err := migrations.Open("00012_orders_self_confirmed.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSQL, _, _ := strings.Cut(strings.SplitN(string(sql), "-- +goose Up", 2)[1], "-- +goose Down")
+	ts.exec(upSQL)
 	if n := ts.count(`SELECT count(*) FROM orders WHERE self_confirmed`); n != 1 {
 		t.Fatalf("%d orders marked self-confirmed by the migration, want 1", n)
 	}

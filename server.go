@@ -64,10 +64,11 @@ type server struct {
 // (":0" picks a free port; URL says which) and shuts down gracefully when ctx
 // ends: stop accepting, finish in-flight requests, stop River, close the pools.
 func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server, error) {
-	if err := cfg.requireTokenSecret(); err != nil {
+	secrets, err := cfg.tokenSecrets()
+	if err != nil {
 		return nil, err
 	}
-	tokens, err := auth.NewCheckoutTokens(cfg.TokenSecret)
+	tokens, err := auth.NewCheckoutTokens(secrets...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +151,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}
+	// Webhook secrets from before they were sealed are sealed now, so no
+	// plaintext secret outlives the upgrade; one sealed under a key that is
+	// not configured stops start-up here, like a code's.
+	if n, err := st.WebhookSecretsSeal(ctx); err != nil {
+		return nil, fmt.Errorf("webhook secrets: %w", err)
+	} else if n > 0 {
+		logger.Info("sealed webhook secrets under the current codes key", "endpoints", n, "key_id", keyring.CurrentKeyID())
+	}
 	jobStore, err := newStore(db.jobs)
 	if err != nil {
 		return nil, err
@@ -185,11 +194,12 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	// One key cache for bearer keys and admin sessions: revoking a key ends
-	// both within KeyCacheTTL.
+	// Bearer keys go through the key cache (revoking one takes effect
+	// within KeyCacheTTL); admin sessions are read from the database on
+	// every request, so sign-out holds at once on every instance.
 	keys := &auth.KeyCache{Keys: st, MaxAge: cfg.KeyCacheTTL}
 	m.WatchKeyReads(keys)
-	sessions, err := auth.NewSessions(cfg.TokenSecret, keys, cfg.AdminSessionTTL)
+	sessions, err := auth.NewSessions(st, cfg.AdminSessionTTL, secrets...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,24 +12,24 @@ import (
 )
 
 // SessionHandler answers /admin/session: POST exchanges an admin key for the
-// session cookie, DELETE signs out, GET says who is signed in. It runs after
-// the authenticator.
+// session cookie, DELETE signs out (ending the session on the server), GET
+// says who is signed in. It runs after the authenticator. POST and DELETE
+// are answered only to the dashboard's own pages (auth.FromDashboard): a
+// cross-site form posting the attacker's key must not sign the admin's
+// browser in as the attacker (login CSRF), nor another page sign it out.
 func SessionHandler(sessions *auth.Sessions, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		secure := r.TLS != nil
 		w.Header().Set("Cache-Control", "no-store")
+		if (r.Method == http.MethodPost || r.Method == http.MethodDelete) && !auth.FromDashboard(r) {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "signing in or out needs the " + auth.CSRFHeader + " header (send it from the /admin page)"})
+			return
+		}
 		switch r.Method {
 		case http.MethodPost:
 			signIn(w, r, sessions, secure, logger)
 		case http.MethodDelete:
-			// Sign-out changes state: only the dashboard itself may ask
-			// (a cross-site page cannot set the header).
-			if !auth.SameOriginOrCSRF(r) {
-				writeJSON(w, http.StatusForbidden, map[string]string{"error": "sign-out needs the " + auth.CSRFHeader + " header"})
-				return
-			}
-			http.SetCookie(w, auth.SignOut(secure))
-			w.WriteHeader(http.StatusNoContent)
+			signOut(w, r, sessions, secure, logger)
 		case http.MethodGet:
 			actor := domain.ActorFrom(r.Context())
 			if actor.Role != domain.RoleAdmin {
@@ -62,6 +62,23 @@ func signIn(w http.ResponseWriter, r *http.Request, sessions *auth.Sessions, sec
 	if err != nil {
 		logger.Error("admin sign-in", "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "authentication unavailable, try again"})
+		return
+	}
+	http.SetCookie(w, cookie)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// signOut ends the cookie's session on the server, so a copy of the cookie
+// stops working on every instance at once, and deletes it from the browser.
+func signOut(w http.ResponseWriter, r *http.Request, sessions *auth.Sessions, secure bool, logger *slog.Logger) {
+	value := ""
+	if c, err := r.Cookie(auth.SessionCookie); err == nil {
+		value = c.Value
+	}
+	cookie, err := sessions.SignOut(r.Context(), value, secure)
+	if err != nil {
+		logger.Error("admin sign-out", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the session could not be ended, try again"})
 		return
 	}
 	http.SetCookie(w, cookie)

@@ -13,9 +13,12 @@ import (
 // origins configured nothing is allowed: no CORS header is ever sent, and
 // browsers keep other sites' pages from reading answers.
 //
-// Credentials are allowed (a page may send the Authorization header, and
-// cookies if it chooses); the admin session's CSRF header is not among the
-// allowed headers, so no cross-origin page can act with an /admin sign-in.
+// Credentials (cookies) are never allowed: a page of an allowed origin sends
+// its checkout token in the Authorization header, which needs no credentials
+// mode, and a browser never lets it read an answer to a request that carried
+// the admin's session cookie. The admin session's CSRF header is not among
+// the allowed headers either, so no cross-origin page can act with an
+// /admin sign-in.
 func allowCrossOrigin(origins []string) func(http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return func(next http.Handler) http.Handler { return next }
@@ -25,7 +28,7 @@ func allowCrossOrigin(origins []string) func(http.Handler) http.Handler {
 		AllowedMethods:   []string{http.MethodGet, http.MethodPost},
 		AllowedHeaders:   []string{"Authorization", "Content-Type", "Accept"},
 		ExposedHeaders:   []string{"Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"},
-		AllowCredentials: true,
+		AllowCredentials: false,
 		MaxAge:           600,
 	})
 }

@@ -106,7 +106,7 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (domain.Actor, erro
 		return domain.Anonymous, nil
 	}
 	if !cookieMayAct(r) {
-		return rejected("admin session cookie refused: needs the " + CSRFHeader + " header or a same-origin Origin"), nil
+		return rejected("admin session cookie refused: not the dashboard's own request (needs the " + CSRFHeader + " header)"), nil
 	}
 	return a.Sessions.Actor(r.Context(), c.Value)
 }

@@ -23,21 +23,25 @@ const (
 
 // CheckoutTokens issues and verifies checkout tokens: HS256 JWTs bound to one
 // checkoutId, short-lived, and verifiable by every instance that shares the
-// secret without a database round trip.
+// secrets without a database round trip. Tokens name their key ("kid" in
+// the JWS header) so the secret can rotate: sign with the first, verify
+// with any listed (ParseTokenSecrets).
 type CheckoutTokens struct {
 	// MaxTTL is the longest lifetime Issue grants, in seconds: how long a
 	// leaked token stays useful. Zero means domain.MaxCheckoutTokenTTL.
 	MaxTTL int
-	secret []byte
+	keys   []tokenKey // keys[0] signs
 	now    func() time.Time
 }
 
-// NewCheckoutTokens returns an issuer/verifier for secret.
-func NewCheckoutTokens(secret []byte) (*CheckoutTokens, error) {
-	if len(secret) < MinSecretLength {
-		return nil, fmt.Errorf("auth: token secret must be at least %d bytes, got %d", MinSecretLength, len(secret))
+// NewCheckoutTokens returns an issuer/verifier for a key ring of secrets:
+// the first signs, every one verifies.
+func NewCheckoutTokens(secrets ...[]byte) (*CheckoutTokens, error) {
+	keys, err := keyRing(secrets)
+	if err != nil {
+		return nil, err
 	}
-	return &CheckoutTokens{secret: secret, now: time.Now}, nil
+	return &CheckoutTokens{keys: keys, now: time.Now}, nil
 }
 
 type checkoutClaims struct {
@@ -74,12 +78,17 @@ func (c *CheckoutTokens) Issue(checkoutID string, ttlSeconds *int) (string, time
 		},
 		CheckoutID: checkoutID,
 	}
-	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(c.secret)
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	t.Header["kid"] = c.keys[0].id
+	token, err := t.SignedString(c.keys[0].secret)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("auth: sign checkout token: %w", err)
 	}
 	return token, expires, nil
 }
+
+// errOtherKey: the token's kid names another key of the ring.
+var errOtherKey = errors.New("signed with another key")
 
 // Verify returns the checkoutId a valid token is bound to. It accepts each
 // token in one spelling only, the one Issue wrote: only base64url characters
@@ -91,10 +100,29 @@ func (c *CheckoutTokens) Verify(token string) (string, error) {
 		return "", errors.New("checkout token invalid")
 	}
 	var claims checkoutClaims
-	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return c.secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithIssuer(tokenIssuer), jwt.WithAudience(tokenAudience),
-		jwt.WithExpirationRequired(), jwt.WithTimeFunc(c.now))
+	var err error
+	for _, key := range c.keys {
+		claims = checkoutClaims{}
+		var kidKnown bool
+		_, err = jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+			// A token names its key; one minted before key ids (no kid)
+			// is tried against each key in turn (the ring is at most
+			// MaxTokenSecrets long). A kid naming another key is skipped
+			// without computing an HMAC.
+			kid, present := t.Header["kid"]
+			if present && kid != key.id {
+				return nil, errOtherKey
+			}
+			kidKnown = present
+			return key.secret, nil
+		},
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithIssuer(tokenIssuer), jwt.WithAudience(tokenAudience),
+			jwt.WithExpirationRequired(), jwt.WithTimeFunc(c.now))
+		if !errors.Is(err, errOtherKey) && (err == nil || kidKnown || !errors.Is(err, jwt.ErrTokenSignatureInvalid)) {
+			break
+		}
+	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "", errors.New("checkout token expired")

@@ -148,3 +148,55 @@ func TestCheckoutTokensOneSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckoutTokensKeyRing: the first secret signs (its kid in the
+// header); a token verifies under any ring that lists its secret, including
+// one minted before tokens carried a kid, and under no ring that does not.
+func TestCheckoutTokensKeyRing(t *testing.T) {
+	t.Parallel()
+	a, b := []byte(strings.Repeat("a", MinSecretLength)), []byte(strings.Repeat("b", MinSecretLength))
+	onlyA, _ := NewCheckoutTokens(a)
+	rotating, _ := NewCheckoutTokens(b, a)
+	onlyB, _ := NewCheckoutTokens(b)
+	tokA, _, err := onlyA.Issue("cart-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A token as the previous version minted it: no kid.
+	legacy, err := jwt.NewWithClaims(jwt.SigningMethodHS256, checkoutClaims{
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: tokenIssuer, Audience: jwt.ClaimStrings{tokenAudience}, Subject: "cart-1",
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		CheckoutID: "cart-1"}).SignedString(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{tokA, legacy} {
+		if _, err := rotating.Verify(tok); err != nil {
+			t.Fatalf("B,A refused A's token: %v", err)
+		}
+		if _, err := onlyB.Verify(tok); err == nil {
+			t.Fatal("B accepted A's token")
+		}
+	}
+	tokB, _, _ := rotating.Issue("cart-1", nil)
+	if _, err := onlyB.Verify(tokB); err != nil {
+		t.Fatalf("the B,A ring did not sign with B: %v", err)
+	}
+	if _, err := onlyA.Verify(tokB); err == nil {
+		t.Fatal("A accepted B's token")
+	}
+	// A kid naming a key of the ring does not let another key's signature pass.
+	parts := strings.Split(tokB, ".")
+	aParts := strings.Split(tokA, ".")
+	if _, err := rotating.Verify(aParts[0] + "." + parts[1] + "." + parts[2]); err == nil {
+		t.Fatal("B's signature verified under A's kid")
+	}
+	for _, bad := range []string{"", " ", strings.Repeat("a", 32) + ",short", string(a) + "," + string(a), strings.Repeat(string(a)+",", MaxTokenSecrets) + string(a)} {
+		if _, err := ParseTokenSecrets(bad); err == nil {
+			t.Errorf("INVENTORY_TOKEN_SECRET %.40q accepted", bad)
+		}
+	}
+	if s, err := ParseTokenSecrets(" " + string(b) + " , " + string(a)); err != nil || len(s) != 2 || string(s[0]) != string(b) {
+		t.Fatalf("ring B,A: %q %v", s, err)
+	}
+}

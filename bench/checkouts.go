@@ -42,7 +42,11 @@ func newShoppers(env []string, n int) (*shoppers, error) {
 			secret = v
 		}
 	}
-	tokens, err := auth.NewCheckoutTokens([]byte(secret))
+	secrets, err := auth.ParseTokenSecrets(secret)
+	if err != nil {
+		return nil, fmt.Errorf("checkout tokens: %w", err)
+	}
+	tokens, err := auth.NewCheckoutTokens(secrets...)
 	if err != nil {
 		return nil, fmt.Errorf("checkout tokens: %w", err)
 	}

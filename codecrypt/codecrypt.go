@@ -173,3 +173,33 @@ func Clean(line string) (string, error) {
 	}
 	return code, nil
 }
+
+// SealSecret encrypts a secret the server must read back (a webhook signing
+// secret) with the current key. context names what it belongs to (for
+// example "webhook:<id>:current") and is bound as additional data, so a
+// sealed value copied to another row or column does not open.
+func (k *Keyring) SealSecret(context, secret string) (ciphertext []byte, keyID string) {
+	aead := k.aeads[k.current]
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(secret)+aead.Overhead())
+	_, _ = rand.Read(nonce)
+	return aead.Seal(nonce, nonce, []byte(secret), secretAAD(context)), k.current
+}
+
+// OpenSecret decrypts what SealSecret sealed for the same context.
+func (k *Keyring) OpenSecret(context, keyID string, ciphertext []byte) (string, error) {
+	aead, ok := k.aeads[keyID]
+	if !ok {
+		return "", fmt.Errorf("codecrypt: no key with id %q configured", keyID)
+	}
+	if len(ciphertext) < aead.NonceSize() {
+		return "", errors.New("codecrypt: ciphertext too short")
+	}
+	plain, err := aead.Open(nil, ciphertext[:aead.NonceSize()], ciphertext[aead.NonceSize():], secretAAD(context))
+	if err != nil {
+		return "", fmt.Errorf("codecrypt: key %q does not open this secret: wrong key?", keyID)
+	}
+	return string(plain), nil
+}
+
+// secretAAD cannot collide with a code's "sku:<n>".
+func secretAAD(context string) []byte { return []byte("secret:" + context) }

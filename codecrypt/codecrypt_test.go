@@ -76,3 +76,26 @@ func TestClean(t *testing.T) {
 		}
 	}
 }
+
+// TestSealSecret: a sealed secret opens only for the context it was sealed
+// for (a value copied to another endpoint's row does not open), under any
+// key of a ring that lists its key, and never as a code.
+func TestSealSecret(t *testing.T) {
+	t.Parallel()
+	k1, k2, h := NewKey(), NewKey(), NewKey()
+	old, _ := ParseKeyring("k1:"+k1, h)
+	rotated, _ := ParseKeyring("k2:"+k2+",k1:"+k1, h)
+	sealed, id := old.SealSecret("webhook:a", "whsec_x")
+	if got, err := rotated.OpenSecret("webhook:a", id, sealed); err != nil || got != "whsec_x" {
+		t.Fatalf("open under the rotated ring: %q %v", got, err)
+	}
+	if _, err := old.OpenSecret("webhook:b", id, sealed); err == nil {
+		t.Fatal("a secret opened for another context")
+	}
+	if _, err := old.Open(0, id, sealed); err == nil {
+		t.Fatal("a secret opened as a code")
+	}
+	if again, id2 := rotated.SealSecret("webhook:a", "whsec_x"); id2 != "k2" || string(again) == string(sealed) {
+		t.Fatalf("resealed under %q", id2)
+	}
+}

@@ -12,8 +12,8 @@ import (
 	"inventory/domain"
 )
 
-// Helpers for the code and pre-order tests. setup(t) returns a store without
-// keys; codes need a keyring, which withCodesKeyring provides.
+// Helpers for the code and pre-order tests. setup(t) returns a store with a
+// throwaway keyring; code tests take their own from withCodesKeyring.
 
 // withCodesKeyring gives the bundle's store a fresh keyring (key id k1, random
 // AES and HMAC keys) and returns it.

@@ -71,12 +71,20 @@ func (s *Store) WebhookCreate(ctx context.Context, in domain.CreateWebhookInput)
 		if n >= domain.MaxWebhookEndpoints {
 			return &domain.Error{Code: domain.CodeLimitExceeded, Message: "at most 100 webhooks"}
 		}
-		var err error
+		// The id is chosen first: the sealed secret is bound to it.
+		var id string
+		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+			return err
+		}
+		sealed, keyID, err := s.sealWebhookSecret(id, out.Secret)
+		if err != nil {
+			return err
+		}
 		out.Webhook, err = scanWebhook(tx.QueryRow(ctx, `
-			INSERT INTO webhook_endpoints (url, topics, sku_filter, location_filter, secret, low_stock_threshold, cursor_seq)
-			VALUES ($1, $2, $3, $4, $5, $6, (SELECT last_seq FROM stock_events_head))
+			INSERT INTO webhook_endpoints (id, url, topics, sku_filter, location_filter, secret_sealed, secret_key_id, low_stock_threshold, cursor_seq)
+			VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, (SELECT last_seq FROM stock_events_head))
 			RETURNING `+webhookColumns,
-			in.URL, topicStrings(in.Topics), orEmpty(in.SKUs), orEmpty(in.Locations), out.Secret, threshold))
+			id, in.URL, topicStrings(in.Topics), orEmpty(in.SKUs), orEmpty(in.Locations), sealed, keyID, threshold))
 		return err
 	})
 	return out, wrap("WebhookCreate", err)
@@ -144,9 +152,22 @@ func (s *Store) WebhookResume(ctx context.Context, id string) (domain.WebhookEnd
 // WebhookRotateSecret makes a new secret; the current one keeps signing next
 // to it for domain.WebhookSecretOverlap.
 func (s *Store) WebhookRotateSecret(ctx context.Context, id string) (domain.WebhookSecret, error) {
+	canonical, ok := canonicalUUID(id)
+	if !ok {
+		return domain.WebhookSecret{}, webhookNotFound(id)
+	}
 	secret := webhooks.NewSecret()
-	w, err := s.webhookUpdate(ctx, "WebhookRotateSecret", id, `previous_secret = secret, secret = $2,
-		previous_secret_until = now() + make_interval(secs => $3)`, secret, domain.WebhookSecretOverlap.Seconds())
+	sealed, keyID, err := s.sealWebhookSecret(canonical, secret)
+	if err != nil {
+		return domain.WebhookSecret{}, wrap("WebhookRotateSecret", err)
+	}
+	// The sealed columns move along with the plaintext one (a row not yet
+	// sealed at start-up has only that): the previous secret stays
+	// readable whichever it is.
+	w, err := s.webhookUpdate(ctx, "WebhookRotateSecret", canonical, `previous_secret = secret,
+		previous_secret_sealed = secret_sealed, previous_secret_key_id = secret_key_id,
+		secret = NULL, secret_sealed = $2, secret_key_id = $3,
+		previous_secret_until = now() + make_interval(secs => $4)`, sealed, keyID, domain.WebhookSecretOverlap.Seconds())
 	if err != nil {
 		return domain.WebhookSecret{}, err
 	}
@@ -277,15 +298,14 @@ func (s *Store) WebhooksDue(ctx context.Context) ([]string, error) {
 func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t WebhookTarget, events []WebhookEvent, scanned int64, err error) {
 	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
 		var topics, skus, locations []string
-		var secret string
-		var prev *string
+		var secrets sealedSecrets
 		var head, pruned int64
 		err := tx.QueryRow(ctx, `
-			SELECT id::text, url, secret, CASE WHEN previous_secret_until > now() THEN previous_secret END,
+			SELECT id::text, url, `+webhookSecretColumns+`,
 			       paused_at IS NOT NULL, cursor_seq, topics, sku_filter, location_filter, low_stock_threshold,
 			       (SELECT last_seq FROM stock_events_head), (SELECT through_seq FROM stock_events_pruned)
-			FROM webhook_endpoints WHERE id = $1::uuid`, id).Scan(&t.ID, &t.URL, &secret, &prev, &t.Paused, &t.Cursor,
-			&topics, &skus, &locations, &t.LowStockThreshold, &head, &pruned)
+			FROM webhook_endpoints WHERE id = $1::uuid`, id).Scan(append(append([]any{&t.ID, &t.URL}, secrets.dest()...), &t.Paused, &t.Cursor,
+			&topics, &skus, &locations, &t.LowStockThreshold, &head, &pruned)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return webhookNotFound(id)
 		}
@@ -295,9 +315,8 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 		for _, x := range topics {
 			t.Topics = append(t.Topics, domain.WebhookTopic(x))
 		}
-		t.Secrets = []string{secret}
-		if prev != nil {
-			t.Secrets = append(t.Secrets, *prev)
+		if t.Secrets, err = secrets.open(s.Keyring, t.ID); err != nil {
+			return err
 		}
 		if t.Cursor < pruned {
 			return &domain.ErrCursorExpired{After: t.Cursor, OldestKept: pruned}
@@ -453,21 +472,17 @@ func (s *Store) WebhookTestTarget(ctx context.Context, id string) (WebhookTarget
 		return t, webhookNotFound(id)
 	}
 	t.ID = canonical
-	var secret string
-	var prev *string
-	err := s.pool.QueryRow(ctx, `SELECT url, secret, CASE WHEN previous_secret_until > now() THEN previous_secret END
-		FROM webhook_endpoints WHERE id = $1`, canonical).Scan(&t.URL, &secret, &prev)
+	var secrets sealedSecrets
+	err := s.pool.QueryRow(ctx, `SELECT url, `+webhookSecretColumns+`
+		FROM webhook_endpoints WHERE id = $1`, canonical).Scan(append([]any{&t.URL}, secrets.dest()...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, webhookNotFound(id)
 	}
 	if err != nil {
 		return t, wrap("WebhookTestTarget", err)
 	}
-	t.Secrets = []string{secret}
-	if prev != nil {
-		t.Secrets = append(t.Secrets, *prev)
-	}
-	return t, nil
+	t.Secrets, err = secrets.open(s.Keyring, canonical)
+	return t, wrap("WebhookTestTarget", err)
 }
 
 // WebhookTestRecorded records a test delivery (attempt 1, no event seq) in

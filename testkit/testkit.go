@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"inventory/codecrypt"
 	"inventory/domain"
 	"inventory/jobs"
 	"inventory/pgtest"
@@ -34,11 +35,18 @@ type Kit struct {
 }
 
 // New returns a Kit on a new test database, acting as the admin called
-// actor.
+// actor. Its store seals webhook secrets (and codes) with a fresh key ring,
+// id "test", as the server's does; code tests replace it with their own.
 func New(t testing.TB, actor string) Kit {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	return Kit{Ctx: AdminContext(actor), Pool: pool, Store: NewStore(t, pool)}
+	st := NewStore(t, pool)
+	keys, err := codecrypt.ParseKeyring("test:"+codecrypt.NewKey(), codecrypt.NewKey())
+	if err != nil {
+		t.Fatalf("codecrypt.ParseKeyring: %v", err)
+	}
+	st.Keyring = keys
+	return Kit{Ctx: AdminContext(actor), Pool: pool, Store: st}
 }
 
 // AdminContext is a background context acting as the admin called name.
@@ -47,7 +55,7 @@ func AdminContext(name string) context.Context {
 }
 
 // NewStore returns a store on pool that schedules expiry jobs through River,
-// as every store the server builds does.
+// as every store the server builds does; it has no key ring (Kit's has).
 func NewStore(t TB, pool *pgxpool.Pool) *store.Store {
 	t.Helper()
 	expiry, err := jobs.NewScheduler(pool)

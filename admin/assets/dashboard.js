@@ -307,7 +307,7 @@ $("viewport").addEventListener("scroll", render, {passive: true});
 window.addEventListener("resize", render);
 
 (async function start() {
-  fetch("/admin/session", {credentials: "same-origin"}).then((r) => r.json()).then((w) => { $("who").textContent = w.name || ""; });
+  fetch("/admin/session", {headers: CSRF, credentials: "same-origin"}).then((r) => r.json()).then((w) => { $("who").textContent = w.name || ""; });
   try { await loadBalances(); } catch (e) { console.warn(e); }
   connect();
   pollHealth();
