@@ -80,7 +80,9 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 	}
 	if id, ok := confirmCoalescable(in); ok {
 		q := &queuedConfirm{scope: scope, in: in, id: id, actor: domain.ActorFrom(ctx)}
-		s.confirmBatches.submit(q)
+		if err := s.confirmBatches.submit(ctx, q); err != nil {
+			return domain.Reservation{}, wrap("ReservationConfirm", err)
+		}
 		if q.confirmed {
 			return q.res, nil
 		}
