@@ -285,3 +285,64 @@ func TestBatchPanicFailsItsRequestsOnly(t *testing.T) {
 	}
 	b.requireInvariants(t)
 }
+
+// TestCoalescedConfirmHonoursItsDeadlineAndPanics: the confirm coalescer
+// shares the reserve coalescer's guarantees. A confirm with a 300 ms
+// deadline whose reservation row is held locked returns in about its
+// deadline and leaves the hold as it was (its batch, awaited by no one,
+// rolled back), so the retry with the same orderRef confirms it; a panic in
+// a confirm batch fails its confirms with an error that is no business
+// error, writes no order, and confirms work after it.
+func TestCoalescedConfirmHonoursItsDeadlineAndPanics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mustLocation(t, b, "AMS", 1)
+	mustSKU(t, b, "HP", domain.KindQuantity)
+	mustReceive(t, b, "HP", "AMS", 10)
+	res := b.reserve(t, "cart-1", "k", "HP", ptr("AMS"), 1, 600)
+
+	tx, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(b.Ctx, `SELECT FROM reservations WHERE id = $1 FOR UPDATE`, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(3*time.Second, func() { _ = tx.Rollback(context.Background()) })
+	ctx, cancel := context.WithTimeout(b.Ctx, 300*time.Millisecond)
+	start := time.Now()
+	got, err := b.Store.ReservationConfirm(ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: "ORD-1"})
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || took > 1300*time.Millisecond {
+		t.Fatalf("confirm behind a locked reservation: %+v, %v after %v; want its deadline exceeded after about 300 ms (the lock was held 3 s)", got, err, took)
+	}
+	_ = tx.Rollback(context.Background())
+	if status, err := b.statusOf(res.ID); err != nil || status != "held" {
+		t.Fatalf("after the abandoned confirm: status %q, %v; want held", status, err)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM orders`); n != 0 {
+		t.Fatalf("%d orders after the abandoned confirm, want 0", n)
+	}
+
+	// A panic in the confirm batch.
+	b.Store.Logger = slog.New(slog.DiscardHandler)
+	b.Store.SetBatchHook(func(kind string, n int) {
+		if kind == "confirm" {
+			panic("injected fault in a confirm batch")
+		}
+	})
+	_, err = b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: "ORD-1"})
+	if _, business := domain.AsError(err); err == nil || business {
+		t.Fatalf("confirm in a panicking batch: %v; want a batch failure (INTERNAL)", err)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM orders`); n != 0 {
+		t.Fatalf("%d orders after the panicking batch, want 0", n)
+	}
+	b.Store.SetBatchHook(nil)
+	if got, err := b.Store.ReservationConfirm(b.Ctx, domain.Scope{}, domain.ConfirmInput{ID: res.ID, OrderRef: "ORD-1"}); err != nil || got.Status != domain.StatusConfirmed {
+		t.Fatalf("the retry with the same orderRef: %+v, %v", got, err)
+	}
+	b.requireInvariants(t)
+}
