@@ -33,3 +33,21 @@ func (s *Store) ReserveBatchInOrder(ctx context.Context, ins []domain.ReserveInp
 	}
 	return held, err
 }
+
+// ConfirmBatchInOrder runs one confirm batch of ins, in this order, and says
+// how many it confirmed (the rest a confirm would then decide alone). Tests
+// only, as ReserveBatchInOrder.
+func (s *Store) ConfirmBatchInOrder(ctx context.Context, ins []domain.ConfirmInput) (confirmed int, err error) {
+	batch := make([]*queuedConfirm, len(ins))
+	for i, in := range ins {
+		id, _ := canonicalUUID(in.ID)
+		batch[i] = &queuedConfirm{in: in, id: id, actor: domain.ActorFrom(ctx)}
+	}
+	err = s.confirmBatch(ctx, batch)
+	for _, q := range batch {
+		if q.confirmed {
+			confirmed++
+		}
+	}
+	return confirmed, err
+}

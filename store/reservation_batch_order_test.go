@@ -84,3 +84,68 @@ func TestReserveBatchesOfTwinKeysNeverDeadlock(t *testing.T) {
 	}
 	b.requireInvariants(t)
 }
+
+// TestConfirmBatchesOfTwinOrderRefsNeverDeadlock: two instances confirm
+// different holds under the same orderRefs (a hostile or buggy payment
+// backend), in opposite orders. Orders inserted in arrival order crossed:
+// each batch held one ref while waiting for the other's. In ref order the
+// second waits and leaves the taken refs out (ALREADY_EXISTS when decided
+// alone). Counted in SQL: no deadlock, one order per ref.
+func TestConfirmBatchesOfTwinOrderRefsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mustLocation(t, b, "AMS", 1)
+	mustSKU(t, b, "HP", domain.KindQuantity)
+	const rounds, refs = 10, 64
+	mustReceive(t, b, "HP", "AMS", 2*rounds*refs)
+	pool, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	other := testkit.NewStore(t, pool)
+	before := b.deadlocksSoFar(t)
+	start := time.Now()
+	confirmed := 0
+	for round := range rounds {
+		var mine, theirs []domain.ConfirmInput
+		for k := range refs {
+			ref := fmt.Sprintf("ORD-%d-%d", round, k)
+			a := b.reserve(t, fmt.Sprintf("cart-a%d", k), fmt.Sprint("r", round), "HP", ptr("AMS"), 1, 600)
+			c := b.reserve(t, fmt.Sprintf("cart-b%d", k), fmt.Sprint("r", round), "HP", ptr("AMS"), 1, 600)
+			mine = append(mine, domain.ConfirmInput{ID: a.ID, OrderRef: ref})
+			theirs = append(theirs, domain.ConfirmInput{ID: c.ID, OrderRef: ref})
+		}
+		slices.Reverse(theirs)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i, st := range []interface {
+			ConfirmBatchInOrder(ctx context.Context, ins []domain.ConfirmInput) (int, error)
+		}{b.Store, other} {
+			wg.Go(func() {
+				n, err := st.ConfirmBatchInOrder(b.Ctx, [][]domain.ConfirmInput{mine, theirs}[i])
+				if err != nil {
+					t.Errorf("round %d, instance %d: %v", round, i, err)
+				}
+				mu.Lock()
+				confirmed += n
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	took := time.Since(start)
+	pool.Reset()
+	d := b.deadlocksSoFar(t) - before
+	t.Logf("%d rounds of confirm batches of %d twin orderRefs in opposite orders: %d deadlocks, %v", rounds, refs, d, took.Round(time.Millisecond))
+	if confirmed != rounds*refs {
+		t.Errorf("%d confirmed by the batches, want %d (one per ref)", confirmed, rounds*refs)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM orders`); n != rounds*refs {
+		t.Errorf("%d orders in SQL, want %d", n, rounds*refs)
+	}
+	if d != 0 {
+		t.Errorf("%d deadlocks in %d rounds of twin confirm batches in opposite orders, want 0", d, rounds)
+	}
+	b.requireInvariants(t)
+}
