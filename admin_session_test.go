@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -113,17 +114,20 @@ func TestAdminSession(t *testing.T) {
 	}
 	// Mutating: without the header or with another Origin the cookie is
 	// ignored, and nothing changes.
-	const receive = `mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: 1, reference: "x"}) { balance { onHand } userErrors { code } } }`
-	for _, h := range []map[string]string{nil, {"Origin": "http://evil.example"}} {
-		if r := ts.gqlCookie(c, h, receive); r.errorCode() != "UNAUTHENTICATED" {
+	// Each accepted receipt is its own (receipts are idempotent per reference).
+	receive := func(ref string) string {
+		return `mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: 1, reference: "` + ref + `"}) { balance { onHand } userErrors { code } } }`
+	}
+	for i, h := range []map[string]string{nil, {"Origin": "http://evil.example"}} {
+		if r := ts.gqlCookie(c, h, receive(fmt.Sprint("refused-", i))); r.errorCode() != "UNAUTHENTICATED" {
 			t.Fatalf("mutation with cookie and headers %v: %+v", h, r)
 		}
 	}
 	if n := ts.count("SELECT on_hand FROM balances"); n != 2 {
 		t.Fatalf("on hand %d after refused mutations", n)
 	}
-	for _, h := range []map[string]string{{"X-Inventory-CSRF": "1"}, {"Origin": ts.url}} {
-		if r := ts.gqlCookie(c, h, receive); len(r.Errors) != 0 {
+	for i, h := range []map[string]string{{"X-Inventory-CSRF": "1"}, {"Origin": ts.url}} {
+		if r := ts.gqlCookie(c, h, receive(fmt.Sprint("accepted-", i))); len(r.Errors) != 0 {
 			t.Fatalf("mutation with cookie and headers %v: %+v", h, r.Errors)
 		}
 	}

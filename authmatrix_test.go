@@ -58,10 +58,12 @@ func TestAuthMatrix(t *testing.T) {
 			return fmt.Sprintf(`mutation { setSkuLowStockThreshold(sku: "HP-1", threshold: %d) { userErrors { code } } }`, n)
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{"receiveStock", func() string {
-			return `mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: 1, reference: "r"}) { userErrors { code } } }`
+			n++ // each call its own receipt: a repeated reference is a replay
+			return fmt.Sprintf(`mutation { receiveStock(input: {sku: "HP-1", location: "AMS", quantity: 1, reference: "r%d"}) { userErrors { code } } }`, n)
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{"adjustStock", func() string {
-			return `mutation { adjustStock(input: {sku: "HP-1", location: "AMS", delta: -1, reason: "other", reference: "r"}) { userErrors { code } } }`
+			n++
+			return fmt.Sprintf(`mutation { adjustStock(input: {sku: "HP-1", location: "AMS", delta: -1, reason: "other", reference: "a%d"}) { userErrors { code } } }`, n)
 		}, true, map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{"setStockLevels", func() string {
 			n++

@@ -148,6 +148,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	st.Keyring = keyring
 	st.WebhookAllowPrivate = cfg.WebhookAllowPrivate
+	st.Logger = logger
 	if err := st.CodesKeyCheck(ctx); err != nil {
 		return nil, err
 	}

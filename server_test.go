@@ -254,7 +254,8 @@ func (ts *testServer) exec(sql string) {
 	}
 }
 
-// seed creates a location AMS and a QUANTITY SKU with stock there.
+// seed creates a location AMS and a QUANTITY SKU with stock there, received
+// under a reference of its own (receipts are idempotent per reference).
 func (ts *testServer) seed(sku string, onHand int) {
 	ts.t.Helper()
 	var p map[string]any
@@ -263,8 +264,8 @@ func (ts *testServer) seed(sku string, onHand int) {
 	}
 	ts.mustData(ts.gql(ts.admin, `mutation($c: String!) { createSku(input: {code: $c, name: "Thing", kind: QUANTITY}) { userErrors { code } } }`,
 		map[string]any{"c": sku}), "createSku", &p)
-	ts.mustData(ts.gql(ts.admin, `mutation($c: String!, $q: Int!) { receiveStock(input: {sku: $c, location: "AMS", quantity: $q, reference: "PO-1"}) { userErrors { code } } }`,
-		map[string]any{"c": sku, "q": onHand}), "receiveStock", &p)
+	ts.mustData(ts.gql(ts.admin, `mutation($c: String!, $q: Int!, $r: String!) { receiveStock(input: {sku: $c, location: "AMS", quantity: $q, reference: $r}) { userErrors { code } } }`,
+		map[string]any{"c": sku, "q": onHand, "r": "PO-seed-" + sku}), "receiveStock", &p)
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

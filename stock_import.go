@@ -51,18 +51,6 @@ func stockImport(ctx context.Context, st *store.Store, file, reference string, s
 	}
 	ctx = domain.WithActor(ctx, domain.Actor{Role: domain.RoleAdmin, Name: "cli:stock-import"})
 	start := time.Now()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = -1
-	r.ReuseRecord = true
-	header, err := r.Read()
-	if err != nil {
-		return fmt.Errorf("%s: reading the header: %w", file, err)
-	}
-	columns := strings.ToLower(strings.Join(trimAll(header), ","))
-	if columns != "sku,location,on_hand" && columns != "sku,location,on_hand,expected_on_hand" {
-		return fmt.Errorf("%s: the header must be sku,location,on_hand[,expected_on_hand], got %q", file, columns)
-	}
-	width := len(header) // header is reused by the next Read
 	var rows, applied, unchanged, replayed, chunks int
 	var failures []stockImportFailure
 	var levels []domain.StockLevel
@@ -91,27 +79,19 @@ func stockImport(ctx context.Context, st *store.Store, file, reference string, s
 		levels, lines = levels[:0], lines[:0]
 		return nil
 	}
-	for {
-		record, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		line, _ := r.FieldPos(0)
-		rows++
-		level, err := parseStockLevel(trimAll(record), width)
+	rows, err = scanStockCSV(f, func(line int, level domain.StockLevel, err error) error {
 		if err != nil {
 			failures = append(failures, stockImportFailure{line, domain.CodeInvalidInput, err.Error()})
-			continue
+			return nil
 		}
 		levels, lines = append(levels, level), append(lines, line)
 		if len(levels) == domain.MaxStockLevels {
-			if err := flush(); err != nil {
-				return err
-			}
+			return flush()
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	if err := flush(); err != nil {
 		return err
@@ -132,6 +112,56 @@ func stockImport(ctx context.Context, st *store.Store, file, reference string, s
 	return fmt.Errorf("%d of %d rows failed", len(failures), rows)
 }
 
+// scanStockCSV reads a stock-sync CSV (header sku,location,on_hand and an
+// optional expected_on_hand, any case, fields trimmed) and calls row for
+// each data row in file order, with its file line and either the level or
+// why the row is malformed; a malformed row does not stop the scan. It
+// returns the number of data rows, or the first error of the header, of the
+// CSV itself, or of row. Nothing is bounded here but by the reader: the
+// caller sends levels on in chunks as they come.
+func scanStockCSV(src io.Reader, row func(line int, level domain.StockLevel, err error) error) (rows int, err error) {
+	r := csv.NewReader(src)
+	r.FieldsPerRecord = -1
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err != nil {
+		return 0, fmt.Errorf("reading the header: %w", err)
+	}
+	columns := strings.ToLower(strings.Join(trimAll(header), ","))
+	if columns != "sku,location,on_hand" && columns != "sku,location,on_hand,expected_on_hand" {
+		return 0, fmt.Errorf("the header must be sku,location,on_hand[,expected_on_hand], got %s", quoteField(columns))
+	}
+	width := len(header) // header is reused by the next Read
+	for {
+		record, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		line, _ := r.FieldPos(0)
+		rows++
+		level, perr := parseStockLevel(trimAll(record), width)
+		if err := row(line, level, perr); err != nil {
+			return rows, err
+		}
+	}
+}
+
+// maxQuotedField bounds how much of a field an error message repeats: a
+// malformed file can hold a field of any length, and the summary prints ten
+// such messages.
+const maxQuotedField = 40
+
+// quoteField quotes at most maxQuotedField bytes of a field, marking a cut.
+func quoteField(f string) string {
+	if len(f) <= maxQuotedField {
+		return strconv.Quote(f)
+	}
+	return strconv.Quote(strings.ToValidUTF8(f[:maxQuotedField], "")) + "…"
+}
+
 // parseStockLevel reads one CSV row of width columns (3 or 4).
 func parseStockLevel(record []string, width int) (domain.StockLevel, error) {
 	if len(record) != width {
@@ -139,13 +169,13 @@ func parseStockLevel(record []string, width int) (domain.StockLevel, error) {
 	}
 	onHand, err := strconv.Atoi(record[2])
 	if err != nil {
-		return domain.StockLevel{}, fmt.Errorf("on_hand %q is not a whole number", record[2])
+		return domain.StockLevel{}, fmt.Errorf("on_hand %s is not a whole number", quoteField(record[2]))
 	}
 	l := domain.StockLevel{SKU: record[0], Location: record[1], OnHand: onHand}
 	if width == 4 && record[3] != "" {
 		expected, err := strconv.Atoi(record[3])
 		if err != nil {
-			return domain.StockLevel{}, fmt.Errorf("expected_on_hand %q is not a whole number", record[3])
+			return domain.StockLevel{}, fmt.Errorf("expected_on_hand %s is not a whole number", quoteField(record[3]))
 		}
 		l.ExpectedOnHand = &expected
 	}

@@ -60,10 +60,13 @@ func TestSubscriptionCaps(t *testing.T) {
 	t.Parallel()
 	ts := setupWith(t, map[string]string{"INVENTORY_WS_MAX_SUBSCRIPTIONS": "2", "INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER": "5"})
 	ts.seed("PING", 1)
+	bumps := 0
 	bump := func() { // one stock event, which every live subscription hears
 		t.Helper()
 		var p map[string]any
-		ts.mustData(ts.gql(ts.admin, `mutation { receiveStock(input: {sku: "PING", location: "AMS", quantity: 1, reference: "bump"}) { userErrors { code } } }`, nil), "receiveStock", &p)
+		bumps++ // each bump is a receipt of its own
+		ts.mustData(ts.gql(ts.admin, `mutation($r: String!) { receiveStock(input: {sku: "PING", location: "AMS", quantity: 1, reference: $r}) { userErrors { code } } }`,
+			map[string]any{"r": fmt.Sprint("bump-", bumps)}), "receiveStock", &p)
 	}
 	// Subscriptions start concurrently: which of three is refused is
 	// not defined, that exactly one is.

@@ -106,7 +106,7 @@ func TestStockChangedResume(t *testing.T) {
 	_ = sub.conn.Close(websocket.StatusNormalClosure, "bye")
 
 	for i := range 5 {
-		ts.gql(ts.admin, fmt.Sprintf(`mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: %d, reference: "r"}) { userErrors { code } } }`, i+1), nil)
+		ts.gql(ts.admin, fmt.Sprintf(`mutation { receiveStock(input: {sku: "HP", location: "AMS", quantity: %d, reference: "r%d"}) { userErrors { code } } }`, i+1, i), nil)
 	}
 	again := dialWS(t, ts.url, ts.admin, true) // the legacy protocol works the same
 	again.ack()
@@ -235,7 +235,7 @@ func TestStockChangedUnderConcurrentWriters(t *testing.T) {
 				if i%2 == 1 {
 					delta = -1
 				}
-				if _, err := gqlTo(ts.url, ts.admin, fmt.Sprintf(`mutation { adjustStock(input: {sku: %q, location: "AMS", delta: %d, reason: "cycle_count", reference: "w%d"}) { userErrors { code } } }`, sku, delta, w), nil); err != nil {
+				if _, err := gqlTo(ts.url, ts.admin, fmt.Sprintf(`mutation { adjustStock(input: {sku: %q, location: "AMS", delta: %d, reason: "cycle_count", reference: "w%d-%d"}) { userErrors { code } } }`, sku, delta, w, i), nil); err != nil {
 					t.Error(err)
 					return
 				}

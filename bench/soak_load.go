@@ -249,7 +249,9 @@ func (l *soakLoad) stockOp() op {
 			s.body = append(s.body, l.b.cat.locCode...)
 			s.body = append(s.body, `","quantity":`...)
 			s.body = strconv.AppendInt(s.body, int64(1+rand.IntN(10)), 10)
-			s.body = append(s.body, `,"reference":"soak delivery"}}}`...)
+			s.body = append(s.body, `,"reference":"soak delivery `...) // one per call: receipts are idempotent per reference
+			s.body = appendSoakRef(s.body, c, s.n)
+			s.body = append(s.body, `"}}}`...)
 		} else {
 			delta := 1 + rand.IntN(3)
 			if rand.IntN(2) == 0 {
@@ -261,7 +263,9 @@ func (l *soakLoad) stockOp() op {
 			s.body = append(s.body, l.b.cat.locCode...)
 			s.body = append(s.body, `","delta":`...)
 			s.body = strconv.AppendInt(s.body, int64(delta), 10)
-			s.body = append(s.body, `,"reason":"cycle_count","reference":"soak count"}}}`...)
+			s.body = append(s.body, `,"reason":"cycle_count","reference":"soak count `...)
+			s.body = appendSoakRef(s.body, c, s.n)
+			s.body = append(s.body, `"}}}`...)
 		}
 		if err := l.post(ctx, s, l.b.adminKey); err != nil {
 			return err
@@ -315,4 +319,19 @@ func (l *soakLoad) subscriberOp(ctx context.Context, c int) error {
 	<-done
 	l.events.Add(int64(sub.events))
 	return failure
+}
+
+// soakRun tells this run's stock references from an earlier run's on the
+// same database.
+var soakRun = strconv.FormatInt(time.Now().UnixNano(), 36)
+
+// appendSoakRef appends a reference unique to this run, client and call:
+// receiveStock and adjustStock are idempotent per (sku, location,
+// reference), so a repeated one would be a replay, not a new act.
+func appendSoakRef(b []byte, client, n int) []byte {
+	b = append(b, soakRun...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(client), 10)
+	b = append(b, '-')
+	return strconv.AppendInt(b, int64(n), 10)
 }

@@ -10,6 +10,7 @@ import (
 	"inventory/domain"
 	"inventory/events"
 	"inventory/store"
+	"inventory/testkit"
 )
 
 // whoKey names, in a subscription's context, who makes a store call.
@@ -122,7 +123,7 @@ func TestBrokerResume(t *testing.T) {
 	go func() {
 		defer close(written)
 		for i := range 40 {
-			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: []string{"RS-A", "RS-B"}[i%2], Location: "RS-L", Quantity: 1, Reference: "PO"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: []string{"RS-A", "RS-B"}[i%2], Location: "RS-L", Quantity: 1, Reference: testkit.Ref("PO")}); err != nil {
 				t.Errorf("receive: %v", err)
 				return
 			}

@@ -11,6 +11,7 @@ import (
 
 	"inventory/domain"
 	"inventory/events"
+	"inventory/testkit"
 )
 
 // A subscriber that never reads its channel is cut off after StallTimeout
@@ -40,7 +41,7 @@ func TestBrokerStalledSubscriberIsCutOff(t *testing.T) {
 		for g := range 4 {
 			wg.Go(func() {
 				for i := range n / 4 {
-					if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: skus[(g+i)%len(skus)], Location: "ST-L", Quantity: 1, Reference: "PO"}); err != nil {
+					if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: skus[(g+i)%len(skus)], Location: "ST-L", Quantity: 1, Reference: testkit.Ref("PO")}); err != nil {
 						errs <- err
 						return
 					}

@@ -71,7 +71,7 @@ func (b *testBundle) startBroker(t *testing.T, st events.Store, cfg events.Confi
 
 func (b *testBundle) receive(t *testing.T, sku, loc string, q int) {
 	t.Helper()
-	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"}); err != nil {
+	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: testkit.Ref("PO")}); err != nil {
 		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, q, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"inventory/domain"
+	"inventory/testkit"
 )
 
 // workload is concurrent writers changing balances through the store:
@@ -71,13 +72,13 @@ func (w *workload) writer(g, n int, seed uint64) error {
 		var err error
 		switch op := rng.IntN(10); {
 		case op < 3:
-			_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1 + rng.IntN(3), Reference: "PO"})
+			_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1 + rng.IntN(3), Reference: testkit.Ref("PO")})
 		case op < 5:
 			delta := 1 + rng.IntN(2)
 			if op == 4 {
 				delta = -delta
 			}
-			_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C"})
+			_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: testkit.Ref("C")})
 		case op < 8 || len(held) == 0:
 			var res domain.Reservation
 			res, _, err = b.Store.ReservationCreate(b.Ctx, domain.ReserveInput{

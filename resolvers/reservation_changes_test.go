@@ -42,7 +42,7 @@ func TestReservationChangesReadOncePerMessage(t *testing.T) {
 		if _, err := st.SKUCreate(ctx, domain.CreateSKUInput{Code: sku, Name: sku, Kind: domain.KindQuantity}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.StockReceive(ctx, domain.ReceiveStockInput{SKU: sku, Location: ams, Quantity: 50, Reference: "PO"}); err != nil {
+		if _, err := st.StockReceive(ctx, domain.ReceiveStockInput{SKU: sku, Location: ams, Quantity: 50, Reference: "PO-" + sku}); err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, domain.ReserveLine{SKU: sku, Location: &ams, Quantity: 1})

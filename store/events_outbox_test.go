@@ -54,13 +54,13 @@ func TestStockEventsOnePerBalanceChange(t *testing.T) {
 	}
 	receive := func(sku, loc string, q int) func() error {
 		return func() error {
-			_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO"})
+			_, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: nextRef("PO")})
 			return err
 		}
 	}
 	adjust := func(sku, loc string, delta int) func() error {
 		return func() error {
-			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "C-1"})
+			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: nextRef("C")})
 			return err
 		}
 	}

@@ -20,7 +20,7 @@ func TestStockEventsPrune(t *testing.T) {
 	receive := func(k int) {
 		t.Helper()
 		for range k {
-			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PR", Location: "PRL", Quantity: 1, Reference: "PO"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "PR", Location: "PRL", Quantity: 1, Reference: nextRef("PO")}); err != nil {
 				t.Fatal(err)
 			}
 		}

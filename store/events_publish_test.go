@@ -98,7 +98,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 
 	for i := range 7 {
 		sku := []string{"P1", "P2", "P3"}[i%3]
-		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "PL", Quantity: i + 1, Reference: "PO"}); err != nil {
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "PL", Quantity: i + 1, Reference: nextRef("PO")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,9 +319,9 @@ func TestStockEventsPublishConcurrent(t *testing.T) {
 				sku, loc := skus[(w+i)%len(skus)], []string{"CL1", "CL2"}[i%2]
 				var err error
 				if i%3 == 0 {
-					_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: 1, Reason: "r", Reference: "ref"})
+					_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: 1, Reason: "r", Reference: nextRef("ref")})
 				} else {
-					_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1, Reference: "PO"})
+					_, err = b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: 1, Reference: nextRef("PO")})
 				}
 				if err != nil {
 					errs <- fmt.Errorf("writer %d: %w", w, err)
@@ -463,7 +463,7 @@ func TestStockEventsPublishTwoInstances(t *testing.T) {
 	for w := range 4 {
 		writersWG.Go(func() {
 			for range n / 4 {
-				if _, err := stores[w%2].StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "TI", Location: "TL", Quantity: 1, Reference: "PO"}); err != nil {
+				if _, err := stores[w%2].StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "TI", Location: "TL", Quantity: 1, Reference: nextRef("PO")}); err != nil {
 					errs <- err
 					return
 				}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,13 @@ import (
 	"inventory/domain"
 	"inventory/testkit"
 )
+
+// refSeq numbers the references of test receipts and adjustments: each is
+// its own act, and the store is idempotent per (sku, location, reference).
+var refSeq atomic.Int64
+
+// nextRef is a reference no other act of this test binary uses.
+func nextRef(prefix string) string { return prefix + "-" + strconv.FormatInt(refSeq.Add(1), 10) }
 
 // tb is the part of testing.T and rapid.T the helpers below need, so the
 // property test can share them.
@@ -36,7 +44,7 @@ func mustSKU(t tb, b *testBundle, code string, kind domain.StockKind) domain.SKU
 
 func mustReceive(t tb, b *testBundle, sku, loc string, qty int) domain.Balance {
 	t.Helper()
-	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: "PO-setup"})
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: qty, Reference: nextRef("PO-setup")})
 	if err != nil {
 		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, qty, err)
 	}

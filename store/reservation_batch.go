@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -31,14 +32,14 @@ func coalescable(in domain.ReserveInput) bool {
 
 // runReserveBatch decides a batch and records each request's outcome. A
 // batch that fails as a whole sends every request down the basket path,
-// where each gets its own transaction and its own error.
-func (s *Store) runReserveBatch(batch []*queuedReserve) {
-	ctx, cancel := context.WithTimeout(context.Background(), reserveBatchTimeout)
-	defer cancel()
+// where each gets its own transaction and its own error. ctx is the batch's
+// own (see coalescer); cancelled, no request awaits the batch any more, so
+// its rollback is not counted as a failure.
+func (s *Store) runReserveBatch(ctx context.Context, batch []*queuedReserve) {
 	outcomes, err := s.reserveBatch(ctx, batch)
 	s.batchStats.batches.Add(1)
 	s.batchStats.requests.Add(int64(len(batch)))
-	if err != nil {
+	if err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		s.batchStats.failed.Add(1)
 	}
 	for i, q := range batch {
@@ -78,7 +79,11 @@ type lockedBalance struct {
 //  1. insert every request's reservation row (ON CONFLICT DO NOTHING: a key
 //     that already names one is a replay, read after commit; the unique
 //     index makes a concurrent twin in another transaction wait, as in the
-//     basket path). A key twice in the batch is a replay of the first;
+//     basket path). A key twice in the batch is a replay of the first. The
+//     rows are inserted in (checkout, key) order, not arrival order: each
+//     insert holds its key until commit, so two batches (on two instances)
+//     with twin keys in opposite orders would otherwise each wait for the
+//     other — a deadlock until deadlock_timeout. Grants still go by arrival;
 //  2. lock the checkouts that fair-use limits bind and read their live holds
 //     (queueCheckoutUsage), then the batch's balance rows in (sku, location)
 //     order, the one lock order of every writer — steps 1 and 2 are sent
@@ -108,6 +113,7 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		if err := tx.SendBatch(ctx, b).Close(); err != nil || len(*made) == 0 {
 			return err
 		}
+		s.inBatch("reserve", len(batch))
 		var held, refused []int
 		for _, i := range *made {
 			l := batch[i].in.Lines[0]
@@ -184,8 +190,8 @@ func queueBatchInsert(b *pgx.Batch, batch []*queuedReserve, out []batchOutcome) 
 	b.Queue(`
 		INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
 		SELECT c, k, f, clock_timestamp() + make_interval(secs => t)
-		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) WITH ORDINALITY AS i(c, k, f, t, ord)
-		ORDER BY ord
+		FROM unnest($1::text[], $2::text[], $3::bytea[], $4::int[]) AS i(c, k, f, t)
+		ORDER BY c COLLATE "C", k COLLATE "C"
 		ON CONFLICT (checkout_id, request_key) DO NOTHING
 		RETURNING id, checkout_id, request_key, expires_at, created_at`, checkouts, keys, fps, ttls).
 		Query(func(rows pgx.Rows) error {

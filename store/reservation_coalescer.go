@@ -1,7 +1,14 @@
 package store
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
 	"sync"
+	"time"
 
 	"inventory/domain"
 )
@@ -15,16 +22,29 @@ import (
 // reserveBatch). confirmCoalescer batches confirms (see confirmBatch): each
 // otherwise pays a transaction, a commit and its round trips of its own.
 //
-// There is no goroutine of its own. A request that arrives while fewer than
-// maxLeaders batches run becomes a leader: it takes up to maxBatch queued
-// requests (its own among them, unless another leader took it first), runs
-// them as one batch, and repeats until its own request is done; then it hands
-// the leadership to the oldest queued request, if any, and returns. So the
-// queue is never left without a leader, and no request serves others for
-// longer than it takes for its own result to come back.
+// A request queues and, while fewer than maxLeaders batches run, starts a
+// leader: a goroutine that takes up to maxBatch queued requests, runs them as
+// one batch, and repeats until the queue is empty. The request itself only
+// waits, and stops waiting when its context ends (INVENTORY_REQUEST_TIMEOUT,
+// or the client going away), so a batch stuck behind a hot row lock never
+// holds a request past its deadline:
+//
+//   - still queued, it leaves the queue: nothing of it was written;
+//   - already in a running batch, the batch may still decide it (a retry
+//     with the same requestKey, or orderRef, then answers what it decided);
+//     when every request of a batch has given up, the batch's context is
+//     cancelled and its transaction rolls back, so nothing of it remains.
+//
+// A batch runs on a context of its own, bounded by timeout, not on any one
+// request's: one request giving up must not fail the others. A panic in a
+// batch is recovered: logged with its stack, its requests fail (INTERNAL),
+// and the leader goes on, so the slot is never lost.
 type coalescer[T interface{ turnOf() *batchTurn }] struct {
+	name                 string // for logs
 	maxLeaders, maxBatch int
-	run                  func([]T) // fills each request's outcome
+	timeout              time.Duration              // longest a batch may run
+	run                  func(context.Context, []T) // fills each request's outcome
+	logger               func() *slog.Logger
 
 	mu      sync.Mutex
 	queue   []T // not yet taken into a batch
@@ -34,12 +54,20 @@ type coalescer[T interface{ turnOf() *batchTurn }] struct {
 // batchTurn is a queued request's place in its coalescer; its fields are
 // guarded by the coalescer's mutex.
 type batchTurn struct {
-	wake chan struct{} // signalled when done or made leader
-	lead bool
-	done bool
+	done  chan struct{} // closed when its batch has finished with it
+	batch *runningBatch // the batch that took it; nil while queued
+	err   error         // set when its batch failed without deciding (a panic)
 }
 
 func (t *batchTurn) turnOf() *batchTurn { return t }
+
+// runningBatch is a batch being run: waiting counts its requests still
+// waiting for the outcome; at zero, cancel ends the batch, which no one
+// awaits any more.
+type runningBatch struct {
+	cancel  context.CancelFunc
+	waiting int
+}
 
 type reserveCoalescer = coalescer[*queuedReserve]
 
@@ -74,96 +102,94 @@ const (
 	routeRefused            // out of stock, with nothing to pre-order: err says so
 )
 
-func newCoalescer[T interface{ turnOf() *batchTurn }](maxLeaders, maxBatch int, run func([]T)) *coalescer[T] {
-	return &coalescer[T]{maxLeaders: maxLeaders, maxBatch: maxBatch, run: run}
+func newCoalescer[T interface{ turnOf() *batchTurn }](name string, maxLeaders, maxBatch int, timeout time.Duration,
+	logger func() *slog.Logger, run func(context.Context, []T)) *coalescer[T] {
+	return &coalescer[T]{name: name, maxLeaders: maxLeaders, maxBatch: maxBatch, timeout: timeout, logger: logger, run: run}
 }
 
-// submit queues q and returns once a batch has decided it (and filled in its
-// outcome).
-func (c *coalescer[T]) submit(item T) {
+// errGaveUp marks a request that stopped waiting for its batch because its
+// context ended; it wraps the context's error, so a request timeout reads
+// as one.
+var errGaveUp = errors.New("gave up waiting for its batch")
+
+// submit queues item and returns once a batch has decided it (its outcome
+// is filled in; the error is nil) or its batch failed as a whole (the
+// error says why), or when ctx ends first (the error wraps ctx.Err(); see
+// coalescer for what is left of the request then).
+func (c *coalescer[T]) submit(ctx context.Context, item T) error {
 	q := item.turnOf()
-	q.wake = make(chan struct{}, 1)
+	q.done = make(chan struct{})
 	c.mu.Lock()
 	c.queue = append(c.queue, item)
 	if c.leaders < c.maxLeaders {
 		c.leaders++
-		q.lead = true
+		go c.lead()
 	}
 	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		lead, done := q.lead, q.done
-		c.mu.Unlock()
-		if lead {
-			c.lead(q)
-			return
-		}
-		if done {
-			return
-		}
-		<-q.wake
+	select {
+	case <-q.done:
+		return q.err
+	case <-ctx.Done():
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-q.done: // decided while the lock was awaited
+		return q.err
+	default:
+	}
+	if q.batch == nil {
+		c.queue = slices.DeleteFunc(c.queue, func(t T) bool { return t.turnOf() == q })
+		return fmt.Errorf("%s: %w while queued (nothing was written): %w", c.name, errGaveUp, ctx.Err())
+	}
+	if q.batch.waiting--; q.batch.waiting == 0 {
+		q.batch.cancel()
+	}
+	return fmt.Errorf("%s: %w while it ran (a retry with the same key answers what it decided): %w", c.name, errGaveUp, ctx.Err())
 }
 
-// lead runs batches until q is done, then passes the leadership on. If the
-// queue is empty while q sits in another leader's batch, it gives up its slot
-// and waits as a follower.
-func (c *coalescer[T]) lead(q *batchTurn) {
+// lead runs batches until the queue is empty, then returns its slot.
+func (c *coalescer[T]) lead() {
 	for {
 		c.mu.Lock()
-		if q.done || len(c.queue) == 0 {
-			q.lead = false
-			if len(c.queue) > 0 {
-				next := c.queue[0].turnOf() // still queued, so not done: it will lead
-				next.lead = true
-				signal(next)
-			} else {
-				c.leaders--
-			}
-			done := q.done
+		n := min(len(c.queue), c.maxBatch)
+		if n == 0 {
+			c.leaders--
 			c.mu.Unlock()
-			if !done {
-				c.await(q)
-			}
 			return
 		}
-		n := min(len(c.queue), c.maxBatch)
 		batch := append([]T(nil), c.queue[:n]...)
 		c.queue = append(c.queue[:0:0], c.queue[n:]...)
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		rb := &runningBatch{cancel: cancel, waiting: n}
+		for _, b := range batch {
+			b.turnOf().batch = rb
+		}
 		c.mu.Unlock()
 
-		c.run(batch)
+		err := c.runRecovered(ctx, batch)
+		cancel()
 
 		c.mu.Lock()
 		for _, b := range batch {
 			t := b.turnOf()
-			t.done = true
-			signal(t)
+			t.err = err
+			close(t.done)
 		}
 		c.mu.Unlock()
 	}
 }
 
-// await waits for q's outcome as a follower; it may be made leader again.
-func (c *coalescer[T]) await(q *batchTurn) {
-	for {
-		<-q.wake
-		c.mu.Lock()
-		lead, done := q.lead, q.done
-		c.mu.Unlock()
-		if lead {
-			c.lead(q)
-			return
+// runRecovered runs one batch; a panic in it is logged with its stack and
+// becomes the error of every request in the batch.
+func (c *coalescer[T]) runRecovered(ctx context.Context, batch []T) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.logger().Error("batch panicked; its requests fail", "coalescer", c.name, "requests", len(batch),
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s batch panicked: %v", c.name, p)
 		}
-		if done {
-			return
-		}
-	}
-}
-
-func signal(q *batchTurn) {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	}()
+	c.run(ctx, batch)
+	return nil
 }

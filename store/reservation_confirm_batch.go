@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -40,14 +41,16 @@ func confirmCoalescable(in domain.ConfirmInput) (string, bool) {
 	return canonicalUUID(in.ID)
 }
 
-func (s *Store) runConfirmBatch(batch []*queuedConfirm) {
-	ctx, cancel := context.WithTimeout(context.Background(), confirmBatchTimeout)
-	defer cancel()
+// runConfirmBatch confirms what a batch can; ctx is the batch's own (see
+// coalescer and runReserveBatch).
+func (s *Store) runConfirmBatch(ctx context.Context, batch []*queuedConfirm) {
 	err := s.confirmBatch(ctx, batch)
 	s.confirmStats.batches.Add(1)
 	s.confirmStats.requests.Add(int64(len(batch)))
 	if err != nil {
-		s.confirmStats.failed.Add(1)
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			s.confirmStats.failed.Add(1)
+		}
 		for _, q := range batch {
 			q.confirmed = false // rolled back: each runs alone
 		}
@@ -71,8 +74,9 @@ func (s *Store) ConfirmBatchStats() (batches, requests, failed int64) {
 //     is there is allocated at once, which confirmOne does), and whose
 //     snapshots all name SKUs of the reservation, once per reservation;
 //  3. write their orders and order lines (with the snapshots) in one
-//     statement; an orderRef that already names an order leaves its confirm
-//     out;
+//     statement, the orders in orderRef order (each holds its ref until
+//     commit, so arrival order could cross another batch's: a deadlock);
+//     an orderRef that already names an order leaves its confirm out;
 //  4. closeHolds for them together, read them back, and settleHolds for
 //     them together, as the expiry of many holds does.
 //
@@ -119,6 +123,7 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
+		s.inBatch("confirm", len(batch))
 
 		// One confirm per reservation; the first in arrival order.
 		var take []*queuedConfirm
@@ -154,7 +159,7 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 				FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS t(ref, id, ord) JOIN reservations r ON r.id = t.id
 			), o AS (
 				INSERT INTO orders (ref, reservation_id, checkout_id)
-				SELECT ref, id, checkout_id FROM t ORDER BY ord
+				SELECT ref, id, checkout_id FROM t ORDER BY ref COLLATE "C"
 				ON CONFLICT (ref) DO NOTHING
 				RETURNING id, reservation_id
 			), lines AS (

@@ -45,7 +45,9 @@ func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (
 	fp := fingerprint(in)
 	if coalescable(in) {
 		q := &queuedReserve{in: in, fp: fp, actor: domain.ActorFrom(ctx).Name}
-		s.reserveBatches.submit(q)
+		if err := s.reserveBatches.submit(ctx, q); err != nil {
+			return domain.Reservation{}, false, wrap("ReservationCreate", err)
+		}
 		switch o := q.outcome; o.route {
 		case routeHeld:
 			return o.res, false, nil

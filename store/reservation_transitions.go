@@ -14,10 +14,13 @@ import (
 )
 
 // lockedReservation is a reservation row locked FOR NO KEY UPDATE, with what the
-// transitions decide on. due is evaluated with clock_timestamp() after the lock
-// was granted (see dueNow), so a confirm that waited behind the expiry job sees
-// the truth.
+// transitions decide on. id is the canonical form of the id the caller spelled
+// (any form uuid.Parse accepts, urn:uuid: among them, which PostgreSQL does
+// not read): everything after the lock uses it. due is evaluated with
+// clock_timestamp() after the lock was granted (see dueNow), so a confirm that
+// waited behind the expiry job sees the truth.
 type lockedReservation struct {
+	id         string
 	checkoutID string
 	status     domain.ReservationStatus
 	due        bool
@@ -30,6 +33,7 @@ type lockedReservation struct {
 func lockReservation(ctx context.Context, tx pgx.Tx, scope domain.Scope, id string) (lockedReservation, error) {
 	var r lockedReservation
 	id, ok := canonicalUUID(id)
+	r.id = id
 	if !ok {
 		// Not quoted: errors never echo what could be any input.
 		return r, &domain.Error{Code: domain.CodeNotFound, Field: []string{"input", "id"}, Message: "no reservation has this id (not a reservation id)"}
@@ -76,7 +80,9 @@ func (s *Store) ReservationConfirm(ctx context.Context, scope domain.Scope, in d
 	}
 	if id, ok := confirmCoalescable(in); ok {
 		q := &queuedConfirm{scope: scope, in: in, id: id, actor: domain.ActorFrom(ctx)}
-		s.confirmBatches.submit(q)
+		if err := s.confirmBatches.submit(ctx, q); err != nil {
+			return domain.Reservation{}, wrap("ReservationConfirm", err)
+		}
 		if q.confirmed {
 			return q.res, nil
 		}
@@ -91,7 +97,7 @@ func (s *Store) confirmOne(ctx context.Context, scope domain.Scope, in domain.Co
 		switch {
 		case r.status == domain.StatusConfirmed:
 			var ref string
-			if err := tx.QueryRow(ctx, `SELECT ref FROM orders WHERE reservation_id = $1`, in.ID).Scan(&ref); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT ref FROM orders WHERE reservation_id = $1`, r.id).Scan(&ref); err != nil {
 				return "", err
 			}
 			if ref != in.OrderRef {
@@ -103,10 +109,10 @@ func (s *Store) confirmOne(ctx context.Context, scope domain.Scope, in domain.Co
 		case r.status == domain.StatusExpired || r.due:
 			return "", expired(r)
 		}
-		if err := writeOrder(ctx, tx, in); err != nil {
+		if err := writeOrder(ctx, tx, r.id, in); err != nil {
 			return "", err
 		}
-		return domain.StatusConfirmed, closeHolds(ctx, tx, []string{in.ID}, domain.StatusConfirmed, nil)
+		return domain.StatusConfirmed, closeHolds(ctx, tx, []string{r.id}, domain.StatusConfirmed, nil)
 	})
 	return res, wrap("ReservationConfirm", err)
 }
@@ -115,7 +121,8 @@ func (s *Store) confirmOne(ctx context.Context, scope domain.Scope, in domain.Co
 // the row (NOT_FOUND outside scope), let decide act on it — returning the
 // status it closed the hold with, if it did (see closeHolds) — read the
 // reservation as it now is, and only then settle the balances, so the
-// contended balance rows stay locked for the last statements only.
+// contended balance rows stay locked for the last statements only. Past the
+// lock only the canonical id (r.id) is used, by transition and by decide.
 func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, decide func(pgx.Tx, lockedReservation) (domain.ReservationStatus, error)) (domain.Reservation, error) {
 	var res domain.Reservation
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -123,6 +130,7 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		if err != nil {
 			return err
 		}
+		id := r.id
 		ended, err := decide(tx, r)
 		if err != nil {
 			return err
@@ -173,16 +181,16 @@ func expired(r lockedReservation) error {
 		Message: "the hold expired at " + r.expiresAt.UTC().Format(time.RFC3339) + "; reserve again with a new requestKey"}
 }
 
-// writeOrder inserts the order and one order line per reservation line, with
-// the snapshot given for its SKU.
-func writeOrder(ctx context.Context, tx pgx.Tx, in domain.ConfirmInput) error {
+// writeOrder inserts the order of reservation id (canonical) and one order
+// line per reservation line, with the snapshot given for its SKU.
+func writeOrder(ctx context.Context, tx pgx.Tx, id string, in domain.ConfirmInput) error {
 	var checkoutID string
 	var orderID int64
 	err := tx.QueryRow(ctx, `
 		INSERT INTO orders (ref, reservation_id, checkout_id)
 		SELECT $1, id, checkout_id FROM reservations WHERE id = $2
 		ON CONFLICT (ref) DO NOTHING
-		RETURNING id, checkout_id`, in.OrderRef, in.ID).Scan(&orderID, &checkoutID)
+		RETURNING id, checkout_id`, in.OrderRef, id).Scan(&orderID, &checkoutID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &domain.Error{Code: domain.CodeAlreadyExists, Field: []string{"input", "orderRef"},
 			Message: "orderRef " + strconv.Quote(in.OrderRef) + " already names another order"}
@@ -199,7 +207,7 @@ func writeOrder(ctx context.Context, tx pgx.Tx, in domain.ConfirmInput) error {
 	if err := tx.QueryRow(ctx, `
 		SELECT min(snap.ord) - 1 FROM unnest($1::text[]) WITH ORDINALITY AS snap(sku, ord)
 		WHERE NOT EXISTS (SELECT FROM reservation_lines rl JOIN skus s ON s.id = rl.sku_id
-		                  WHERE rl.reservation_id = $2 AND s.code = snap.sku)`, skus, in.ID).Scan(&unmatched); err != nil {
+		                  WHERE rl.reservation_id = $2 AND s.code = snap.sku)`, skus, id).Scan(&unmatched); err != nil {
 		return err
 	}
 	if unmatched != nil {
@@ -216,7 +224,7 @@ func writeOrder(ctx context.Context, tx pgx.Tx, in domain.ConfirmInput) error {
 		JOIN skus s ON s.id = rl.sku_id
 		LEFT JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS snap(sku, title, price, currency) ON snap.sku = s.code
 		WHERE rl.reservation_id = $2
-		ORDER BY rl.line_no, rl.id`, orderID, in.ID, skus, titles, prices, currencies)
+		ORDER BY rl.line_no, rl.id`, orderID, id, skus, titles, prices, currencies)
 	return err
 }
 
@@ -233,7 +241,7 @@ func (s *Store) ReservationRelease(ctx context.Context, scope domain.Scope, in d
 		case domain.StatusConfirmed:
 			return "", invalidTransition("reservation is confirmed; a sold order is not released")
 		case domain.StatusHeld:
-			return domain.StatusReleased, closeHolds(ctx, tx, []string{in.ID}, domain.StatusReleased, &in.Reason)
+			return domain.StatusReleased, closeHolds(ctx, tx, []string{r.id}, domain.StatusReleased, &in.Reason)
 		}
 		return "", nil
 	})
@@ -259,7 +267,7 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 		var lifetime float64
 		if err := tx.QueryRow(ctx, `
 			UPDATE reservations SET expires_at = clock_timestamp() + make_interval(secs => $2), updated_at = now()
-			WHERE id = $1 RETURNING expires_at, extract(epoch FROM expires_at - created_at)`, in.ID, in.TTLSeconds).Scan(&expiresAt, &lifetime); err != nil {
+			WHERE id = $1 RETURNING expires_at, extract(epoch FROM expires_at - created_at)`, r.id, in.TTLSeconds).Scan(&expiresAt, &lifetime); err != nil {
 			return "", err
 		}
 		// Rolled back if refused: nothing changes.
@@ -269,7 +277,7 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 		if !expiresAt.Before(r.expiresAt) {
 			return "", nil
 		}
-		return "", s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: in.ID, At: expiresAt})
+		return "", s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: r.id, At: expiresAt})
 	})
 	return res, wrap("ReservationExtend", err)
 }

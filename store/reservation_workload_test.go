@@ -220,7 +220,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 		}},
 		{"receive", 8, func(g, i int, rng *rand.Rand) (domain.ErrorCode, error) {
 			sku, loc, q := skus[rng.IntN(len(skus))], locs[rng.IntN(len(locs))], 1+rng.IntN(5)
-			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: "PO-workload"}); err != nil {
+			if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: nextRef("PO-workload")}); err != nil {
 				return "", fmt.Errorf("receive: %v", err)
 			}
 			w.mu.Lock()
@@ -235,7 +235,7 @@ func TestReservationRandomWorkload(t *testing.T) {
 				delta = -delta
 				allowed = append(allowed, domain.CodeBelowReserved)
 			}
-			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: "workload"})
+			_, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: delta, Reason: "count", Reference: nextRef("workload")})
 			if err == nil {
 				w.mu.Lock()
 				w.adjusted[sku+"@"+loc] += delta

@@ -14,11 +14,21 @@ var _ domain.Stock = (*Store)(nil)
 
 // StockReceive adds delivered stock to a QUANTITY SKU's balance. CODES SKUs are
 // stocked by importing codes, so their count always equals their code rows.
+//
+// It is idempotent per (sku, location, reference) (claimReference): a
+// warehouse system retrying after a lost answer gets the balance back and
+// the delivery is counted once, however many instances the retries reach.
 func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (domain.Balance, error) {
 	if err := in.Validate(); err != nil {
 		return domain.Balance{}, err
 	}
 	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
+		if replay, err := claimReference(ctx, tx, k, in.SKU, in.Location, stockAct{kind: "received", reference: in.Reference, delta: in.Quantity}); err != nil || replay {
+			if err != nil {
+				return domain.Balance{}, err
+			}
+			return readBalance(ctx, tx, k)
+		}
 		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
 		if err != nil || out.PendingSupply == 0 {
 			return out, err
@@ -54,11 +64,22 @@ func (s *Store) balanceChange(ctx context.Context, sku, location string, quantit
 // checks below see the value the update will change: a decrease never takes
 // on_hand below reserved (holds are resolved explicitly, never silently), and
 // ExpectedOnHand is an exact compare-and-swap.
+//
+// It is idempotent per (sku, location, reference), as StockReceive is: the
+// same delta and reason again answer the balance without re-checking
+// ExpectedOnHand (the first call moved on hand past it); a refused call
+// leaves its reference free.
 func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (domain.Balance, error) {
 	if err := in.Validate(); err != nil {
 		return domain.Balance{}, err
 	}
 	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
+		if replay, err := claimReference(ctx, tx, k, in.SKU, in.Location, stockAct{kind: "adjusted", reference: in.Reference, delta: in.Delta, reason: &in.Reason}); err != nil || replay {
+			if err != nil {
+				return domain.Balance{}, err
+			}
+			return readBalance(ctx, tx, k)
+		}
 		var onHand, reserved int
 		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
 			k.skuID, k.locationID).Scan(&onHand, &reserved); err != nil {

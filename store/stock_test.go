@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -119,9 +120,12 @@ func TestStockAdjust(t *testing.T) {
 	mustSKU(t, b, "GIFTCARD", domain.KindCodes)
 	mustReceive(t, b, "HEADPHONES", "AMS", 20)
 
+	// Each adjustment is its own act, so its own reference (COUNT-7-1, -2, …).
+	counts := 0
 	adjust := func(delta int, expected *int) (domain.Balance, error) {
+		counts++
 		return b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: delta,
-			Reason: "cycle count", Reference: "COUNT-7", ExpectedOnHand: expected})
+			Reason: "cycle count", Reference: fmt.Sprintf("COUNT-7-%d", counts), ExpectedOnHand: expected})
 	}
 	requireOnHand := func(want int) {
 		t.Helper()
@@ -153,7 +157,7 @@ func TestStockAdjust(t *testing.T) {
 	for i, want := range []struct {
 		delta             int
 		reason, reference string
-	}{{+5, "cycle count", "COUNT-7"}, {-8, "damaged", "RMA-3"}} {
+	}{{+5, "cycle count", "COUNT-7-1"}, {-8, "damaged", "RMA-3"}} {
 		m := ms[i+1]
 		if m.Cause != "adjusted" || m.OnHandDelta != want.delta || m.ReservedDelta != 0 || m.PendingSupplyDelta != 0 ||
 			m.PreorderedDelta != 0 || deref(m.Reason) != want.reason || deref(m.Reference) != want.reference || m.Actor != "test-admin" {

@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,14 +46,36 @@ type Store struct {
 	Expiry ExpiryScheduler
 	// WebhookAllowPrivate lets webhook URLs name loopback and private addresses.
 	WebhookAllowPrivate bool
+	// Logger receives what the store reports on its own (a batch that
+	// panicked); nil is slog.Default().
+	Logger *slog.Logger
+
+	// batchHook, when set (by tests only), runs inside every reserve and
+	// confirm batch's transaction, after its first statements: a fault
+	// injected there shows what a batch failing midway leaves behind.
+	batchHook atomic.Pointer[func(kind string, requests int)]
 }
 
 // New returns a Store on pool. Set Expiry before it makes holds.
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, maxAttempts: 8}
-	s.reserveBatches = newCoalescer(reserveBatchLeaders, reserveBatchMax, s.runReserveBatch)
-	s.confirmBatches = newCoalescer(confirmBatchLeaders, confirmBatchMax, s.runConfirmBatch)
+	s.reserveBatches = newCoalescer("reserve", reserveBatchLeaders, reserveBatchMax, reserveBatchTimeout, s.logger, s.runReserveBatch)
+	s.confirmBatches = newCoalescer("confirm", confirmBatchLeaders, confirmBatchMax, confirmBatchTimeout, s.logger, s.runConfirmBatch)
 	return s
+}
+
+func (s *Store) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+// inBatch runs the test hook, if any (see batchHook).
+func (s *Store) inBatch(kind string, requests int) {
+	if h := s.batchHook.Load(); h != nil {
+		(*h)(kind, requests)
+	}
 }
 
 // inTx runs fn in one transaction and commits it. A deadlock (40P01) or

@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +69,14 @@ func NewStore(t TB, pool *pgxpool.Pool) *store.Store {
 	return st
 }
 
+// refSeq numbers Ref's references.
+var refSeq atomic.Int64
+
+// Ref is a stock reference no other act in this test binary uses: receipts
+// and adjustments are idempotent per (sku, location, reference), so each
+// distinct act a test means needs its own.
+func Ref(prefix string) string { return prefix + "-" + strconv.FormatInt(refSeq.Add(1), 10) }
+
 // Catalog creates locations and SKUs of one kind; existing ones are fine.
 func (k Kit) Catalog(t TB, kind domain.StockKind, skus []string, locations ...string) {
 	t.Helper()
@@ -88,7 +98,7 @@ func (k Kit) Stock(t TB, sku, location string, onHand int) {
 	t.Helper()
 	k.Catalog(t, domain.KindQuantity, []string{sku}, location)
 	if onHand > 0 {
-		if _, err := k.Store.StockReceive(k.Ctx, domain.ReceiveStockInput{SKU: sku, Location: location, Quantity: onHand, Reference: "test"}); err != nil {
+		if _, err := k.Store.StockReceive(k.Ctx, domain.ReceiveStockInput{SKU: sku, Location: location, Quantity: onHand, Reference: Ref("test")}); err != nil {
 			t.Fatalf("StockReceive(%s@%s, %d): %v", sku, location, onHand, err)
 		}
 	}
