@@ -32,6 +32,9 @@ type config struct {
 	MaxBodyBytes       int64         // INVENTORY_MAX_BODY_BYTES
 	MaxUploadBytes     int64         // INVENTORY_MAX_UPLOAD_BYTES
 	MaxComplexity      int           // INVENTORY_MAX_COMPLEXITY
+	MaxQueryTokens     int           // INVENTORY_MAX_QUERY_TOKENS
+	QueryCacheBytes    int64         // INVENTORY_QUERY_CACHE_BYTES
+	DBAnonymousConns   int           // INVENTORY_DB_ANONYMOUS_CONNS: of DBMaxConns, what anonymous callers may use at once
 	ShutdownTimeout    time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
 	MigrateOnStart     bool          // INVENTORY_MIGRATE_ON_START
 	ReconcileInterval  time.Duration // INVENTORY_RECONCILE_INTERVAL
@@ -136,7 +139,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DBLockTimeout:      dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
 		MaxBodyBytes:       num("INVENTORY_MAX_BODY_BYTES", 1<<20),
 		MaxUploadBytes:     num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
-		MaxComplexity:      int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
+		MaxComplexity:      int(min(num("INVENTORY_MAX_COMPLEXITY", 1000), 100_000_000)),
+		MaxQueryTokens:     int(min(num("INVENTORY_MAX_QUERY_TOKENS", 10_000), 10_000_000)),
+		QueryCacheBytes:    num("INVENTORY_QUERY_CACHE_BYTES", 32<<20),
 		ShutdownTimeout:    dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
 		MigrateOnStart:     boolean("INVENTORY_MIGRATE_ON_START", true),
 		ReconcileInterval:  dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),

@@ -9,10 +9,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"inventory/auth"
 	"inventory/domain"
@@ -23,8 +21,15 @@ import (
 
 // GraphQLConfig holds the limits of the GraphQL endpoint.
 type GraphQLConfig struct {
-	// MaxComplexity bounds a query's cost (each field costs 1 plus its children).
+	// MaxComplexity bounds a query's cost (each field costs 1 plus its
+	// children, a list field times the rows its arguments ask for).
 	MaxComplexity int
+	// MaxTokens bounds a document's tokens: the parser gives up past it,
+	// before building a tree of a hostile document.
+	MaxTokens int
+	// DocumentCacheBytes bounds the parsed-document cache (accepted
+	// documents only).
+	DocumentCacheBytes int64
 	// MaxUploadBytes bounds a multipart request.
 	MaxUploadBytes int64
 	// KeepAlive is the WebSocket ping interval; a peer that does not answer
@@ -56,14 +61,18 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 	srv.AddTransport(transport.POST{})
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(cfg.MaxTokens)
+	docs := newDocumentCache(cfg.DocumentCacheBytes)
+	srv.SetQueryCache(docs.queries())
 	// Automatic persisted queries: a client sends a query's SHA-256 alone
 	// (GET ?extensions={"persistedQuery":…}, cacheable by a CDN), and the
 	// text once when told PersistedQueryNotFound. Each instance learns the
 	// texts for itself.
-	srv.Use(extension.AutomaticPersistedQuery{Cache: persistableQueries{lru.New[string](persistedQueries)}})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: docs.texts()})
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
+	// After the complexity limit: only what passed it is cached.
+	srv.Use(acceptDocuments{docs})
 	srv.AroundOperations(operationName)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))
