@@ -27,6 +27,9 @@ type GraphQLConfig struct {
 	// MaxTokens bounds a document's tokens: the parser gives up past it,
 	// before building a tree of a hostile document.
 	MaxTokens int
+	// AnonymousConns is how many root fields of anonymous queries may run
+	// (each on one request-pool connection) at once; 0 is no bound.
+	AnonymousConns int
 	// DocumentCacheBytes bounds the parsed-document cache (accepted
 	// documents only).
 	DocumentCacheBytes int64
@@ -45,7 +48,7 @@ type GraphQLConfig struct {
 // GET and POST for queries and mutations, WebSocket (graphql-transport-ws and
 // graphql-ws) and SSE for subscriptions, and multipart for uploads.
 func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg GraphQLConfig, origins []string, logger *slog.Logger) *handler.Server {
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r, Complexity: complexity()}))
 	srv.AddTransport(transport.Websocket{
 		// A WebSocket upgrade is allowed from the server's own origin and
 		// from the CORS origins (exact "scheme://host[:port]" patterns).
@@ -74,6 +77,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *auth.Authenticator, cfg Gra
 	// After the complexity limit: only what passed it is cached.
 	srv.Use(acceptDocuments{docs})
 	srv.AroundOperations(operationName)
+	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))
