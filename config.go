@@ -244,9 +244,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.
 	cfg.DBJobConns = int32(min(num("INVENTORY_DB_JOB_CONNS", int64(cfg.JobWorkers)+5), 10_000))
-	// Anonymous callers get a fifth of the request pool by default, and
-	// never all of it.
-	cfg.DBAnonymousConns = int(num("INVENTORY_DB_ANONYMOUS_CONNS", int64(max(1, cfg.DBMaxConns/5))))
+	// Anonymous callers get a fifth of the request pool by default, at most
+	// 4 (each runs a query flat out: past a few, they take the database's
+	// CPU from everyone else however many connections are left), and never
+	// all of it.
+	cfg.DBAnonymousConns = int(num("INVENTORY_DB_ANONYMOUS_CONNS", int64(min(4, max(1, cfg.DBMaxConns/5)))))
 	if most := max(1, int(cfg.DBMaxConns)-1); cfg.DBAnonymousConns > most {
 		errs = append(errs, fmt.Errorf("INVENTORY_DB_ANONYMOUS_CONNS must be at most INVENTORY_DB_MAX_CONNS - 1 (%d): callers with a token keep the rest, got %q", most, getenv("INVENTORY_DB_ANONYMOUS_CONNS")))
 	}
