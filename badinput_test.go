@@ -133,13 +133,14 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// overComplexQuery asks for availability under many aliases, well past the
-// default complexity limit of 1000.
+// overComplexQuery asks for availability of 20 SKUs under many aliases,
+// well past the default complexity limit of 20,000 (150 × 20 rows × 10).
 func overComplexQuery() string {
+	skus := strings.TrimSuffix(strings.Repeat(`\"HP-1\", `, 20), ", ")
 	var b strings.Builder
 	b.WriteString("{ ")
 	for i := range 150 {
-		fmt.Fprintf(&b, `a%d: availability(skus: [\"HP-1\"]) { sku available onHand reserved locations { sku location onHand } } `, i)
+		fmt.Fprintf(&b, `a%d: availability(skus: [%s]) { sku available onHand reserved locations { sku location onHand } } `, i, skus)
 	}
 	b.WriteString("}")
 	return `{"query": "` + b.String() + `"}`

@@ -32,6 +32,9 @@ type config struct {
 	MaxBodyBytes       int64         // INVENTORY_MAX_BODY_BYTES
 	MaxUploadBytes     int64         // INVENTORY_MAX_UPLOAD_BYTES
 	MaxComplexity      int           // INVENTORY_MAX_COMPLEXITY
+	MaxQueryTokens     int           // INVENTORY_MAX_QUERY_TOKENS
+	QueryCacheBytes    int64         // INVENTORY_QUERY_CACHE_BYTES
+	DBAnonymousConns   int           // INVENTORY_DB_ANONYMOUS_CONNS: of DBMaxConns, what anonymous callers may use at once
 	ShutdownTimeout    time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
 	MigrateOnStart     bool          // INVENTORY_MIGRATE_ON_START
 	ReconcileInterval  time.Duration // INVENTORY_RECONCILE_INTERVAL
@@ -142,7 +145,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DBLockTimeout:            dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
 		MaxBodyBytes:             num("INVENTORY_MAX_BODY_BYTES", 1<<20),
 		MaxUploadBytes:           num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
-		MaxComplexity:            int(num("INVENTORY_MAX_COMPLEXITY", 1000)),
+		MaxComplexity:            int(min(num("INVENTORY_MAX_COMPLEXITY", 20_000), 100_000_000)),
+		MaxQueryTokens:           int(min(num("INVENTORY_MAX_QUERY_TOKENS", 10_000), 10_000_000)),
+		QueryCacheBytes:          num("INVENTORY_QUERY_CACHE_BYTES", 32<<20),
 		ShutdownTimeout:          dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
 		MigrateOnStart:           boolean("INVENTORY_MIGRATE_ON_START", true),
 		ReconcileInterval:        dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),
@@ -249,6 +254,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	// River needs a connection per worker plus a few for its producer,
 	// leader election and maintenance.
 	cfg.DBJobConns = int32(min(num("INVENTORY_DB_JOB_CONNS", int64(cfg.JobWorkers)+5), 10_000))
+	// Anonymous callers get a fifth of the request pool by default, at most
+	// 4 (each runs a query flat out: past a few, they take the database's
+	// CPU from everyone else however many connections are left), and never
+	// all of it.
+	cfg.DBAnonymousConns = int(num("INVENTORY_DB_ANONYMOUS_CONNS", int64(min(4, max(1, cfg.DBMaxConns/5)))))
+	if most := max(1, int(cfg.DBMaxConns)-1); cfg.DBAnonymousConns > most {
+		errs = append(errs, fmt.Errorf("INVENTORY_DB_ANONYMOUS_CONNS must be at most INVENTORY_DB_MAX_CONNS - 1 (%d): callers with a token keep the rest, got %q", most, getenv("INVENTORY_DB_ANONYMOUS_CONNS")))
+	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))
 	}

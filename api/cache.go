@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -11,10 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	"inventory/auth"
 	"inventory/domain"
@@ -198,35 +193,5 @@ func (b *bufferedWriter) Unwrap() http.ResponseWriter { return b.w }
 
 // maxPersistedQueryBytes is the largest query text that automatic persisted
 // queries remember: storefront queries are small, and the cache holds
-// persistedQueries of them per instance.
+// persistedQueryCacheBytes of them per instance.
 const maxPersistedQueryBytes = 32 << 10
-
-// persistedQueries is how many query texts an instance remembers for
-// automatic persisted queries.
-const persistedQueries = 1000
-
-// persistableQueries is the APQ cache minus mutations: the rate limiter
-// tells a mutation (write budget) from a query by the text the request
-// carries, and a hash-only request carries none. So a document with a
-// mutation in it is never remembered; its client is told
-// PersistedQueryNotFound and sends the text every time (Apollo's link does
-// so by itself). Neither is a text larger than maxPersistedQueryBytes.
-type persistableQueries struct {
-	graphql.Cache[string]
-}
-
-func (c persistableQueries) Add(ctx context.Context, hash, query string) {
-	if len(query) > maxPersistedQueryBytes {
-		return
-	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: query})
-	if err != nil {
-		return
-	}
-	for _, op := range doc.Operations {
-		if op.Operation == ast.Mutation {
-			return
-		}
-	}
-	c.Cache.Add(ctx, hash, query)
-}

@@ -6,10 +6,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"inventory/graph"
 	"inventory/resolvers"
@@ -18,8 +16,18 @@ import (
 
 // GraphQLConfig holds the limits of the GraphQL endpoint.
 type GraphQLConfig struct {
-	// MaxComplexity bounds a query's cost (each field costs 1 plus its children).
+	// MaxComplexity bounds a query's cost (each field costs 1 plus its
+	// children, a list field times the rows its arguments ask for).
 	MaxComplexity int
+	// MaxTokens bounds a document's tokens: the parser gives up past it,
+	// before building a tree of a hostile document.
+	MaxTokens int
+	// AnonymousConns is how many root fields of anonymous queries may run
+	// (each on one request-pool connection) at once; 0 is no bound.
+	AnonymousConns int
+	// DocumentCacheBytes bounds the parsed-document cache (accepted
+	// documents only).
+	DocumentCacheBytes int64
 	// MaxUploadBytes bounds a multipart request.
 	MaxUploadBytes int64
 	// KeepAlive is the WebSocket ping interval; a peer that does not answer
@@ -35,7 +43,7 @@ type GraphQLConfig struct {
 // GET and POST for queries and mutations, WebSocket (graphql-transport-ws and
 // graphql-ws) and SSE for subscriptions, and multipart for uploads.
 func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfig, origins []string, logger *slog.Logger) *handler.Server {
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r, Complexity: complexity()}))
 	srv.AddTransport(transport.Websocket{
 		// A WebSocket upgrade is allowed from the server's own origin and
 		// from the CORS origins (exact "scheme://host[:port]" patterns).
@@ -51,15 +59,20 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.AddTransport(transport.POST{})
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(cfg.MaxTokens)
+	docs := newDocumentCache(cfg.DocumentCacheBytes)
+	srv.SetQueryCache(docs.queries())
 	// Automatic persisted queries: a client sends a query's SHA-256 alone
 	// (GET ?extensions={"persistedQuery":…}, cacheable by a CDN), and the
 	// text once when told PersistedQueryNotFound. Each instance learns the
 	// texts for itself.
-	srv.Use(extension.AutomaticPersistedQuery{Cache: persistableQueries{lru.New[string](persistedQueries)}})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: docs.texts()})
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
+	// After the complexity limit: only what passed it is cached.
+	srv.Use(acceptDocuments{docs})
 	srv.AroundOperations(operationName)
+	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))

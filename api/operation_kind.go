@@ -19,11 +19,46 @@ import (
 // and the request counts as a write if any operation in it is a mutation, so
 // wrapping a mutation in a bad document never moves it to the read budget.
 func operationWrites(query, operationName string) bool {
-	type op struct {
-		name     string
-		mutation bool
+	ops := topLevelOperations(query)
+	anyMutation := false
+	for _, o := range ops {
+		anyMutation = anyMutation || o.kind == ast.Mutation
+		if operationName != "" && o.name == operationName {
+			return o.kind == ast.Mutation
+		}
 	}
-	var ops []op
+	if operationName == "" && len(ops) == 1 {
+		return ops[0].kind == ast.Mutation
+	}
+	return anyMutation
+}
+
+// operationSubscribes says whether the operation a GraphQL request would run
+// is a subscription, picked as operationWrites picks it. When that is
+// ambiguous gqlgen runs nothing, and it says false: a request only loses its
+// deadlines (streamDeadlines) when it is surely a subscription.
+func operationSubscribes(query, operationName string) bool {
+	ops := topLevelOperations(query)
+	for _, o := range ops {
+		if operationName != "" && o.name == operationName {
+			return o.kind == ast.Subscription
+		}
+	}
+	return operationName == "" && len(ops) == 1 && ops[0].kind == ast.Subscription
+}
+
+// topLevelOperation is an operation definition's name ("" if none) and kind.
+type topLevelOperation struct {
+	name string
+	kind ast.Operation
+}
+
+// topLevelOperations lists a document's operations from its tokens alone.
+// It walks the top-level definitions (tokens at brace and parenthesis depth
+// 0, so nothing inside a selection, a string or a default value counts); a
+// document that does not lex is listed up to where it stops lexing.
+func topLevelOperations(query string) []topLevelOperation {
+	var ops []topLevelOperation
 	lex := lexer.New(&ast.Source{Input: query})
 	braces, parens := 0, 0
 	header := false     // between a definition's keyword and its selection set
@@ -44,7 +79,7 @@ func operationWrites(query, operationName string) bool {
 		switch tok.Kind {
 		case lexer.BraceL:
 			if top && !header {
-				ops = append(ops, op{}) // shorthand query "{ … }"
+				ops = append(ops, topLevelOperation{kind: ast.Query}) // shorthand query "{ … }"
 			}
 			header = false
 			braces++
@@ -60,24 +95,14 @@ func operationWrites(query, operationName string) bool {
 			}
 			switch tok.Value {
 			case "query", "mutation", "subscription":
-				ops = append(ops, op{mutation: tok.Value == "mutation"})
+				ops = append(ops, topLevelOperation{kind: ast.Operation(tok.Value)})
 				header, expectName = true, true
 			case "fragment":
 				header = true
 			}
 		}
 	}
-	anyMutation := false
-	for _, o := range ops {
-		anyMutation = anyMutation || o.mutation
-		if operationName != "" && o.name == operationName {
-			return o.mutation
-		}
-	}
-	if operationName == "" && len(ops) == 1 {
-		return ops[0].mutation
-	}
-	return anyMutation
+	return ops
 }
 
 type operationKindKey struct{}

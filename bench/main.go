@@ -43,7 +43,7 @@ type options struct {
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
 	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
-	// only, when not empty, names the scenarios (keys, "fanout", "storm")
+	// only, when not empty, names the scenarios (keys, "fanout", "attack", "storm")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
 }
@@ -88,14 +88,14 @@ func main() {
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, storm; baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, attack, storm; baselines only for them")
 	flag.Parse()
 	for f := range strings.SplitSeq(only, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,storm,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, storm)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,attack,storm,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, attack, storm)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -338,8 +338,8 @@ func scenarioKeys() string {
 	return strings.Join(keys, ",")
 }
 
-// runExtras runs the subscriber fan-out and then the expiry storm after the
-// cells (the storm last, so a backlog of expiry jobs it may leave behind
+// runExtras runs the subscriber fan-out, the "under attack" row and then
+// the expiry storm after the cells (the storm last, so a backlog of expiry jobs it may leave behind
 // does not load any other measurement); their failures are recorded in the
 // report rather than aborting it.
 func (b *bench) runExtras(ctx context.Context, rep *report) {
@@ -373,6 +373,25 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 			}
 			logf("fan-out: %d attached, %.0f reserves/s, %d events, p50 %.0f ms p99 %.0f ms, %d dropped",
 				f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
+		}
+	}
+	if ctx.Err() == nil && b.opts.wants("attack") {
+		logf("under attack: a checkout reserving alone, then with %d anonymous clients", attackers)
+		a, err := b.runAttack(ctx, b.opts.cellDur)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: under attack: "+err.Error())
+		} else {
+			rep.attack = &a
+			rep.peakRSS = max(rep.peakRSS, a.rssMB)
+			if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+				rep.notes = append(rep.notes, "FAIL: after the attack: "+problem+errString(err))
+			}
+			if a.attacked.failed > 0 {
+				logf("  reserves failed under attack: %d, first: %v", a.attacked.failed, a.attacked.firstErr)
+			}
+			logf("under attack (%s): reserve alone p50 %.1f ms p99 %.1f ms; attacked p50 %.1f ms p99 %.1f ms; %.1f anonymous answers/s (%d failed, first: %v); RSS %.0f MB",
+				a.doc, a.alone.lat.quantile(0.5), a.alone.lat.quantile(0.99), a.attacked.lat.quantile(0.5), a.attacked.lat.quantile(0.99),
+				a.anon.opsPerSec(), a.anon.failed, a.anon.firstErr, a.rssMB)
 		}
 	}
 	if ctx.Err() != nil || !b.opts.wants("storm") {

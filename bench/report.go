@@ -35,6 +35,7 @@ type report struct {
 	rows     []row
 	storm    *stormResult
 	fanout   *fanoutResult
+	attack   *attackResult
 	fanNoSub float64 // the spread cell's ops/s at the fan-out client count
 	peakRSS  float64
 	notes    []string
@@ -102,6 +103,9 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %d of %d | %d | %.0f | %.0f | %.2f (target ≥ 0.9 %s) | %d | %.0f ms | %.0f ms (target < 250 %s) | %d | %.0f | %.1f s |\n",
 			f.attached, f.subscribers, f.clients, with, rep.fanNoSub, ratio, mark(ratio >= 0.9), f.events,
 			f.lat.quantile(0.5), f.lat.quantile(0.99), mark(f.lat.n > 0 && f.lat.quantile(0.99) < 250), f.dropped, f.rssMB, f.benchCPU)
+	}
+	if a := rep.attack; a != nil {
+		b.WriteString(a.markdown())
 	}
 	fmt.Fprintf(&b, "\nPeak server RSS over the run: %.0f MB (target < 200 MB %s).\n", rep.peakRSS, mark(rep.peakRSS < 200))
 	for _, n := range rep.notes {

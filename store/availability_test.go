@@ -232,3 +232,39 @@ func TestAvailabilityListLimits(t *testing.T) {
 	}
 	requireAvailability(t, got[0], "HEADPHONES", []wantBalance{{"AMS", 5, 0, 3, 1}})
 }
+
+// TestAvailabilityListDuplicates: a SKU asked for many times is read once
+// and answered once per request, in order, each entry its own copy: 500
+// copies of HEADPHONES with CABLE and an unknown SKU between them.
+func TestAvailabilityListDuplicates(t *testing.T) {
+	t.Parallel()
+	b := availabilityFixture(t)
+	skus := make([]string, domain.MaxAvailabilitySKUs)
+	for i := range skus {
+		skus[i] = "HEADPHONES"
+	}
+	skus[1], skus[2], skus[499] = "CABLE", "NOPE", "CABLE"
+	got, err := b.Store.AvailabilityList(b.Ctx, domain.AvailabilityQuery{SKUs: skus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(skus) {
+		t.Fatalf("%d answers for %d SKUs", len(got), len(skus))
+	}
+	for i, sku := range skus {
+		switch sku {
+		case "NOPE":
+			if got[i] != nil {
+				t.Fatalf("answer %d for an unknown SKU: %+v", i, got[i])
+			}
+		case "CABLE":
+			requireAvailability(t, got[i], "CABLE", cableAll)
+		default:
+			requireAvailability(t, got[i], "HEADPHONES", headphonesAll)
+			requireSums(t, got[i], 23, 10, 13, 7)
+		}
+	}
+	if got[0] == got[3] || &got[0].Locations[0] == &got[3].Locations[0] {
+		t.Fatal("duplicate answers alias each other")
+	}
+}

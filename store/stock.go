@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,7 +114,11 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]*domain.Availability, len(q.SKUs))
+	// Each SKU is read once however often it was asked for: the answer
+	// still has one entry per requested SKU, in order (duplicates share
+	// a copy), but 500 copies of one SKU are one row's work, not 500.
+	distinct, at := dedupe(q.SKUs)
+	got := make([]*domain.Availability, len(distinct))
 	rows, err := s.pool.Query(ctx, `
 		SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at,
 		       (SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, i)
@@ -123,7 +128,7 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 		LEFT JOIN (balances b JOIN locations l ON l.id = b.location_id
 		           AND ($2::text[] IS NULL OR l.code = ANY($2)))
 		       ON b.sku_id = s.id
-		ORDER BY r.ord, l.priority, l.code`, q.SKUs, q.Locations)
+		ORDER BY r.ord, l.priority, l.code`, distinct, q.Locations)
 	if err != nil {
 		return nil, wrap("AvailabilityList", err)
 	}
@@ -143,10 +148,10 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 		if sku == nil {
 			continue // unknown SKU: stays nil
 		}
-		a := out[ord-1]
+		a := got[ord-1]
 		if a == nil {
 			a = &domain.Availability{SKU: *sku, Locations: []domain.Balance{}}
-			out[ord-1] = a
+			got[ord-1] = a
 		}
 		if loc != nil {
 			b.SKU, b.Location = *sku, *loc
@@ -157,7 +162,36 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 	if err := rows.Err(); err != nil {
 		return nil, wrap("AvailabilityList", err)
 	}
+	out := make([]*domain.Availability, len(q.SKUs))
+	used := make([]bool, len(got))
+	for i, j := range at {
+		switch a := got[j]; {
+		case a == nil || !used[j]:
+			out[i], used[j] = a, true
+		default: // a repeat: its own copy, so no caller sees two entries alias
+			c := *a
+			c.Locations = slices.Clone(a.Locations)
+			out[i] = &c
+		}
+	}
 	return out, nil
+}
+
+// dedupe returns the distinct values in first-seen order and, for each
+// value, its index among them.
+func dedupe(values []string) (distinct []string, at []int) {
+	index := make(map[string]int, len(values))
+	at = make([]int, len(values))
+	for i, v := range values {
+		j, seen := index[v]
+		if !seen {
+			j = len(distinct)
+			index[v] = j
+			distinct = append(distinct, v)
+		}
+		at[i] = j
+	}
+	return distinct, at
 }
 
 func codesNeedImport(sku string) error {

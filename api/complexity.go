@@ -1,0 +1,60 @@
+package api
+
+import (
+	"inventory/domain"
+	"inventory/graph"
+)
+
+// Complexity is what a query costs before it runs: each field 1 plus its
+// children (gqlgen's default), except that a list field costs its children
+// once per row it asks for. Without that, 330 aliases of
+// availability(skus: <500 SKUs>) cost 330 × 2 and passed, and each asked the
+// database for 500 rows: 165,000 rows for a cost of 660.
+//
+// The rows a list asks for are its list argument's length (availability:
+// len(skus)) or its page size (first, with the schema's default when
+// omitted). Lists with neither count their documented bound:
+// locations (domain.MaxLocations) and webhooks (domain.MaxWebhookEndpoints). A SKU's
+// balances inside availability (Availability.locations) are not multiplied:
+// a SKU is stocked at a few locations, and multiplying by the bound would
+// refuse every honest availability query.
+//
+// At the default INVENTORY_MAX_COMPLEXITY of 20,000: an availability of 500
+// SKUs with every field and every balance field costs 500 × 15 = 7,500; the
+// dashboard's balances(first: 1000) page 11,000; the 330 aliases
+// over 500 SKUs 330,000 (refused).
+
+// maxCost caps a field's cost so that a product of large factors cannot
+// overflow; anything that large is refused anyway.
+const maxCost = 1 << 40
+
+// perRow is the cost of rows rows of a field whose selection costs child.
+func perRow(rows, child int) int {
+	rows = max(rows, 1)
+	if child+1 > maxCost/rows {
+		return maxCost
+	}
+	return rows * (child + 1)
+}
+
+// page is the rows a page argument asks for, def when it is omitted.
+func page(first *int, def int) int {
+	if first == nil {
+		return def
+	}
+	return *first
+}
+
+// complexity fills the generated schema's complexity functions.
+func complexity() graph.ComplexityRoot {
+	var c graph.ComplexityRoot
+	c.Query.Availability = func(child int, skus []string, _ []string) int { return perRow(len(skus), child) }
+	c.Query.Locations = func(child int) int { return perRow(domain.MaxLocations, child) }
+	c.Query.Webhooks = func(child int) int { return perRow(domain.MaxWebhookEndpoints, child) }
+	c.Query.Balances = func(child int, first *int, _ *string) int { return perRow(page(first, 500), child) }
+	c.Query.CheckoutReservations = func(child int, _ string, first *int, _ *string) int { return perRow(page(first, 50), child) }
+	c.Query.Reconciliation = func(child int, first *int) int { return perRow(page(first, 100), child) }
+	c.Query.StockEvents = func(child int, _ *int64, first *int) int { return perRow(page(first, 100), child) }
+	c.Query.WebhookDeliveries = func(child int, _ string, first *int, _ *string) int { return perRow(page(first, 50), child) }
+	return c
+}
