@@ -2264,7 +2264,7 @@ type WebhookEndpoint {
 }
 
 input CreateWebhookInput {
-  "http or https, at most 2048 RFC 3986 characters (percent-encode others), without credentials or fragment; loopback and private addresses are refused unless the server allows them."
+  "http or https, at most 2048 RFC 3986 characters (percent-encode others), without credentials or fragment; loopback, private and every other IANA special-purpose address (IPv4 and IPv6 registries, NAT64, 6to4, mapped forms) is refused, here and again at every connection after DNS resolution, unless the server allows private targets."
   url: String!
   topics: [WebhookTopic!]!
   "At most 500 SKU codes; empty or absent: every SKU."

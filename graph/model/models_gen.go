@@ -71,7 +71,7 @@ type CreateSkuPayload struct {
 }
 
 type CreateWebhookInput struct {
-	// http or https, at most 2048 RFC 3986 characters (percent-encode others), without credentials or fragment; loopback and private addresses are refused unless the server allows them.
+	// http or https, at most 2048 RFC 3986 characters (percent-encode others), without credentials or fragment; loopback, private and every other IANA special-purpose address (IPv4 and IPv6 registries, NAT64, 6to4, mapped forms) is refused, here and again at every connection after DNS resolution, unless the server allows private targets.
 	URL    string                `json:"url"`
 	Topics []domain.WebhookTopic `json:"topics"`
 	// At most 500 SKU codes; empty or absent: every SKU.
