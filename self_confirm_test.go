@@ -1,11 +1,9 @@
 package main
 
 import (
-	"io"
-	"strings"
 	"testing"
 
-	"inventory/migrations"
+	"inventory/pgtest"
 )
 
 // TestCheckoutTokenCannotConfirm is the self-confirm attack: the shopper's own
@@ -85,7 +83,7 @@ func TestSelfConfirmedOrderCodesStaySealed(t *testing.T) {
 		map[string]any{"id": res.Reservation.ID}), "confirmReservation", &p)
 	ts.exec(`UPDATE stock_movements SET actor = 'checkout:cart-A' WHERE cause = 'confirmed'`)
 	ts.exec(`ALTER TABLE orders DROP COLUMN self_confirmed`)
-	ts.exec(migrationUp(t, "00012_orders_self_confirmed.sql")) // goose refuses an old version below later ones
+	ts.exec(pgtest.MigrationUp(t, "00012_orders_self_confirmed.sql")) // goose refuses an old version below later ones
 	if n := ts.count(`SELECT count(*) FROM orders WHERE self_confirmed`); n != 1 {
 		t.Fatalf("%d orders marked self-confirmed by the migration, want 1", n)
 	}
@@ -96,23 +94,4 @@ func TestSelfConfirmedOrderCodesStaySealed(t *testing.T) {
 	if n := ts.count(`SELECT count(*) FROM code_reveals`); n != 0 {
 		t.Fatalf("%d code reveals recorded for a self-confirmed order", n)
 	}
-}
-
-// migrationUp is the Up section of an embedded migration file.
-func migrationUp(t *testing.T, name string) string {
-	t.Helper()
-	f, err := migrations.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	text, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, ok := strings.Cut(string(text), "-- +goose Down")
-	if !ok {
-		t.Fatalf("%s has no Down section", name)
-	}
-	return up
 }

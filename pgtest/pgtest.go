@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +253,25 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// MigrationUp is the Up section of an embedded migration file, for tests that
+// replay one migration over data an older version wrote (goose itself refuses
+// to re-apply a version below later ones).
+func MigrationUp(t testing.TB, name string) string {
+	t.Helper()
+	f, err := migrations.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, ok := strings.Cut(string(text), "-- +goose Down")
+	if !ok {
+		t.Fatalf("%s has no Down section", name)
+	}
+	return up
 }

@@ -1,13 +1,11 @@
 package store_test
 
 import (
-	"io"
-	"strings"
 	"sync"
 	"testing"
 
 	"inventory/domain"
-	"inventory/migrations"
+	"inventory/pgtest"
 	"inventory/store"
 )
 
@@ -187,7 +185,7 @@ func TestStockReferencesMigrationKeepsHistory(t *testing.T) {
 		}
 	}
 	b.RequireReconciled(t)
-	if _, err := b.Pool.Exec(b.Ctx, migrationUp(t, "00013_stock_references.sql")); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, pgtest.MigrationUp(t, "00013_stock_references.sql")); err != nil {
 		t.Fatalf("migrating over duplicate references: %v", err)
 	}
 	if n := b.sqlInt(t, `SELECT count(*) FROM stock_references WHERE reference IN ('PO-1', 'COUNT-1', 'SYNC-1')`); n != 2 {
@@ -206,23 +204,4 @@ func TestStockReferencesMigrationKeepsHistory(t *testing.T) {
 		t.Fatalf("an adjustment under a sync's reference: %+v, %v", bal, err)
 	}
 	b.RequireReconciled(t)
-}
-
-// migrationUp is the Up section of an embedded migration file.
-func migrationUp(t *testing.T, name string) string {
-	t.Helper()
-	f, err := migrations.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	text, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, ok := strings.Cut(string(text), "-- +goose Down")
-	if !ok {
-		t.Fatalf("%s has no Down section", name)
-	}
-	return up
 }
