@@ -31,13 +31,18 @@ func (ts *testServer) metricValue(re string) float64 {
 	return v
 }
 
-// request sends one request with a bearer (may be empty) and X-Forwarded-For
-// (may be empty) and returns the status.
-func request(t *testing.T, method, url, bearer, forwardedFor, contentType string, body []byte) int {
+// request sends one request with a bearer (may be empty), X-Forwarded-For
+// (may be empty) and any other headers, and returns the status.
+func request(t *testing.T, method, url, bearer, forwardedFor, contentType string, body []byte, headers ...map[string]string) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, h := range headers {
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

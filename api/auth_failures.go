@@ -111,3 +111,36 @@ func (g *authGuard) authenticate(ctx context.Context, header string) (domain.Act
 	}
 	return actor, err
 }
+
+// signIns puts the dashboard's key-for-cookie exchange behind the guard: a
+// sign-in is an authentication with the key in the body instead of the
+// header, so a refused one (401) spends the address's failures, and while
+// they are spent every sign-in from it is 429 before its key is looked up.
+func (g *authGuard) signIns(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || g.failures == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if g.spent(r.Context()) {
+			g.refuse(w)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == http.StatusUnauthorized {
+			g.failures.OnLimit(headersOnly{http.Header{}}, r, ipKey(r.Context()))
+		}
+	})
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}

@@ -80,7 +80,7 @@ func NewRouter(cfg Config) http.Handler {
 			r.Get("/admin", admin.Page)
 			r.Get("/admin/", http.RedirectHandler("/admin", http.StatusMovedPermanently).ServeHTTP)
 			r.Handle("/admin/assets/*", http.StripPrefix("/admin/assets/", admin.Assets()))
-			r.HandleFunc("/admin/session", admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger))
+			r.Handle("/admin/session", guard.signIns(admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger)))
 		}
 		r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
 		r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
