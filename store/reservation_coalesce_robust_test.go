@@ -261,6 +261,9 @@ func TestBatchPanicFailsItsRequestsOnly(t *testing.T) {
 	if panics.Load() < 6 {
 		t.Fatalf("%d batches panicked, want at least 6", panics.Load())
 	}
+	if _, _, failed := b.Store.ReservationBatchStats(); failed != panics.Load() {
+		t.Fatalf("%d batch failures counted for %d panicked batches", failed, panics.Load())
+	}
 	if n := b.sqlInt(t, `SELECT count(*) FROM reservations`); n != 0 {
 		t.Fatalf("%d reservation rows left by panicking batches, want 0", n)
 	}

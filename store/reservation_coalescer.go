@@ -45,6 +45,7 @@ type coalescer[T interface{ turnOf() *batchTurn }] struct {
 	timeout              time.Duration              // longest a batch may run
 	run                  func(context.Context, []T) // fills each request's outcome
 	logger               func() *slog.Logger
+	panicked             func() // counts a batch that panicked (its run recorded nothing); may be nil
 
 	mu      sync.Mutex
 	queue   []T // not yet taken into a batch
@@ -188,6 +189,9 @@ func (c *coalescer[T]) runRecovered(ctx context.Context, batch []T) (err error) 
 			c.logger().Error("batch panicked; its requests fail", "coalescer", c.name, "requests", len(batch),
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%s batch panicked: %v", c.name, p)
+			if c.panicked != nil {
+				c.panicked()
+			}
 		}
 	}()
 	c.run(ctx, batch)

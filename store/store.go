@@ -61,6 +61,10 @@ func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, maxAttempts: 8}
 	s.reserveBatches = newCoalescer("reserve", reserveBatchLeaders, reserveBatchMax, reserveBatchTimeout, s.logger, s.runReserveBatch)
 	s.confirmBatches = newCoalescer("confirm", confirmBatchLeaders, confirmBatchMax, confirmBatchTimeout, s.logger, s.runConfirmBatch)
+	// A panicking batch is a batch that failed as a whole: the metrics'
+	// inventory_*_batch_failures_total count it with the others.
+	s.reserveBatches.panicked = func() { s.batchStats.batches.Add(1); s.batchStats.failed.Add(1) }
+	s.confirmBatches.panicked = func() { s.confirmStats.batches.Add(1); s.confirmStats.failed.Add(1) }
 	return s
 }
 
