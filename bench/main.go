@@ -61,7 +61,8 @@ type bench struct {
 	cat        catalog
 	adminKey   string
 	serviceKey string
-	shoppers   *shoppers // checkouts and their tokens, per client
+	shoppers   *shoppers    // checkouts and their tokens, per client
+	ceiling    *ceilingProc // the availability rows' second baseline, when they run
 	sqlDir     string
 }
 
@@ -89,7 +90,15 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, attack, storm; baselines only for them")
+	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	flag.Parse()
+	if *ceilingServe {
+		if err := serveCeiling(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for f := range strings.SplitSeq(only, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -157,6 +166,12 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 
 	if err := b.waitStartupReconcile(ctx); err != nil {
 		return false, err
+	}
+	if baselineWanted(o, "ceiling-post") || baselineWanted(o, "ceiling-get") {
+		if b.ceiling, err = b.startCeiling(ctx, max(maxClients, 32)+8); err != nil {
+			return false, err
+		}
+		defer b.ceiling.stop()
 	}
 	rep := &report{started: started, cellDur: o.cellDur}
 	if err := b.runCells(ctx, rep); err != nil {
@@ -256,24 +271,36 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 	}
 	total := len(b.opts.clients) * kept
 	for _, clients := range b.opts.clients {
+		baseOps := map[string]float64{} // each baseline's ops/s at this client count
 		for _, base := range baselines {
 			if !baselineWanted(b.opts, base.key) {
 				continue
 			}
 			cell++
 			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
-			res, err := runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat)
-			if err != nil {
-				return err
+			var res loadResult
+			if base.http != nil {
+				res = closedLoop(ctx, clients, b.opts.cellDur, base.http(b, cell, clients))
+				if res.failed > 0 {
+					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
+				}
+			} else {
+				var err error
+				if res, err = runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat); err != nil {
+					return err
+				}
+				if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
+					return err
+				}
 			}
-			if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
-				return err
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			logf("  %.0f tps, p50 %.2f ms, p99 %.2f ms", res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99))
 			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
-			baseOps := res.opsPerSec()
+			baseOps[base.key] = res.opsPerSec()
 			for _, sc := range scenarios {
-				if sc.base != base.key || !b.opts.wants(sc.key) {
+				if sc.after() != base.key || !b.opts.wants(sc.key) {
 					continue
 				}
 				cell++
@@ -293,7 +320,8 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 						logf("  background load: %.0f ops/s", r.opsPerSec())
 					}
 				}
-				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps, target: sc.target, rssMB: rss.done()}
+				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps[sc.base], target: sc.target,
+					ceilOps: baseOps[sc.ceiling], ceilTarget: sc.ceilingTarget, rssMB: rss.done()}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -308,8 +336,8 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 				if res.failed > 0 {
 					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
 				}
-				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f, RSS %.0f MB, check %s",
-					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.rssMB, r.check)
+				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f%s, RSS %.0f MB, check %s",
+					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.ceilingNote(), r.rssMB, r.check)
 				rep.peakRSS = max(rep.peakRSS, r.rssMB)
 				rep.rows = append(rep.rows, r)
 			}
@@ -322,7 +350,7 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 // scenarios compared with it does.
 func baselineWanted(o options, key string) bool {
 	for _, sc := range scenarios {
-		if sc.base == key && o.wants(sc.key) {
+		if (sc.base == key || sc.ceiling == key) && o.wants(sc.key) {
 			return true
 		}
 	}

@@ -50,7 +50,7 @@ type soakKind struct {
 
 func (l *soakLoad) kinds() []soakKind {
 	return []soakKind{
-		{"availability reads", soakReaders, l.counted("availability", soakThink, l.countReads(availabilityOp(l.b, 0, soakReaders)))},
+		{"availability reads", soakReaders, l.counted("availability", soakThink, l.countReads(availabilityOp(ours)(l.b, 0, soakReaders)))},
 		{"checkout-token reserves", soakTokenClients, l.counted("token checkout", soakThink, l.checkoutOp(true, 0))},
 		{"service-key reserves", soakServiceClients, l.counted("service checkout", soakThink, l.checkoutOp(false, 0))},
 		{"admin stock changes", soakStockClients, l.counted("stock", soakThink, l.stockOp())},
