@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,26 +19,76 @@ import (
 	"github.com/coder/websocket"
 )
 
-// fanoutResult is what the fan-out scenario measured.
+// fanoutSpec is one subscriber row: n subscribers attached while clients
+// clients reserve, the reserve rate measured without them just before.
+type fanoutSpec struct {
+	name        string
+	subscribers int
+	clients     int
+	// subscribe is subscriber i's subscribe message (graphql-transport-ws).
+	subscribe func(i int) []byte
+	bearer    string              // connection_init's token; "" anonymous
+	pick      func(*bench) string // the SKU each reserve takes
+	// viewers measures availabilityChanged: no commit time in the message,
+	// so each update's delay is counted from the first subscriber that got
+	// the same value (≈ its push tick).
+	viewers bool
+	// perAddress, if > 0, dials that many subscribers from each loopback
+	// address (127.0.1.1, 127.0.1.2, …), as browsers of many IPs.
+	perAddress int
+	ratio      float64 // target: reserves with ÷ without, 0 none
+	p99        float64 // target: delivery p99 in ms, 0 none
+	rssMB      float64 // target: server RSS, 0 none (then it counts towards the run's peak)
+}
+
+// fanoutResult is what one fan-out row measured.
 type fanoutResult struct {
-	subscribers, attached, dropped int
-	events                         uint64
-	lat                            histogram // commit-to-client, from the event's at
-	load                           loadResult
-	clients                        int
-	rssMB                          float64
-	benchCPU                       float64 // CPU seconds the bench process used during the load
+	spec              fanoutSpec
+	attached, dropped int
+	events            uint64
+	lat               histogram // commit-to-client, from the event's at (viewers: from the first delivery)
+	without, load     loadResult
+	rssMB             float64
+	benchCPU          float64 // CPU seconds the bench process used during the load
+}
+
+// ratio is reserves/s with the subscribers over without, 0 if unknown.
+func (f *fanoutResult) ratio() float64 {
+	if f.without.opsPerSec() <= 0 {
+		return 0
+	}
+	return f.load.opsPerSec() / f.without.opsPerSec()
 }
 
 var (
-	atKey   = []byte(`"at":"`)
-	pingMsg = []byte(`"type":"ping"`)
-	nextMsg = []byte(`"type":"next"`)
+	atKey        = []byte(`"at":"`)
+	availableKey = []byte(`"available":`)
+	pingMsg      = []byte(`"type":"ping"`)
+	nextMsg      = []byte(`"type":"next"`)
 )
 
-// subscriber is one stockChanged WebSocket client (graphql-transport-ws).
-// It keeps only a latency histogram, finding the event's "at" by byte
-// search instead of decoding JSON, so 1,000 of them stay cheap to run.
+// stockChangedSub subscribes to every stock event.
+func stockChangedSub(int) []byte {
+	return []byte(`{"id":"1","type":"subscribe","payload":{"query":"subscription { stockChanged { seq at } }"}}`)
+}
+
+// stockChangedOneSKU subscribes subscriber i to the events of one spread
+// SKU (the i-th), which the reserve load also takes.
+func (b *bench) stockChangedOneSKU(i int) []byte {
+	return []byte(`{"id":"1","type":"subscribe","payload":{"query":"subscription($s:[String!]){ stockChanged(skus:$s) { seq at } }","variables":{"s":["` +
+		b.cat.spread[i%len(b.cat.spread)] + `"]}}}`)
+}
+
+// availabilityViewer subscribes to the hot SKU's availability, as a
+// product page does.
+func (b *bench) availabilityViewer(int) []byte {
+	return []byte(`{"id":"1","type":"subscribe","payload":{"query":"subscription($s:[String!]!){ availabilityChanged(skus:$s) { sku available } }","variables":{"s":["` +
+		b.cat.hot + `"]}}}`)
+}
+
+// subscriber is one WebSocket client (graphql-transport-ws). It keeps only
+// a latency histogram, finding the event's "at" (or "available") by byte
+// search instead of decoding JSON, so thousands of them stay cheap to run.
 type subscriber struct {
 	conn    *websocket.Conn
 	lat     histogram
@@ -43,16 +96,26 @@ type subscriber struct {
 	dropped bool
 }
 
-func dialSubscriber(ctx context.Context, baseURL, adminKey string) (*subscriber, error) {
+// dialSubscriber opens one socket from local (nil: any address), sends
+// connection_init with bearer (none if empty) and then sub.
+func dialSubscriber(ctx context.Context, baseURL, bearer string, sub []byte, local net.Addr) (*subscriber, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseURL, "http")+"/graphql",
-		&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	opts := &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}}
+	if local != nil {
+		d := &net.Dialer{LocalAddr: local, Timeout: 30 * time.Second}
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	}
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseURL, "http")+"/graphql", opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)
 	}
 	conn.SetReadLimit(1 << 20)
-	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": "Bearer " + adminKey}})
+	payload := map[string]string{}
+	if bearer != "" {
+		payload["Authorization"] = "Bearer " + bearer
+	}
+	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": payload})
 	if err := conn.Write(ctx, websocket.MessageText, init); err != nil {
 		conn.CloseNow()
 		return nil, fmt.Errorf("connection_init: %w", err)
@@ -67,7 +130,6 @@ func dialSubscriber(ctx context.Context, baseURL, adminKey string) (*subscriber,
 			break
 		}
 	}
-	sub := []byte(`{"id":"1","type":"subscribe","payload":{"query":"subscription { stockChanged { seq at } }"}}`)
 	if err := conn.Write(ctx, websocket.MessageText, sub); err != nil {
 		conn.CloseNow()
 		return nil, fmt.Errorf("subscribe: %w", err)
@@ -75,10 +137,32 @@ func dialSubscriber(ctx context.Context, baseURL, adminKey string) (*subscriber,
 	return &subscriber{conn: conn}, nil
 }
 
+// firstSeen is, per availability value, when the first viewer received
+// it: the viewers' reference for "after its push tick".
+type firstSeen struct {
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+// delay records that a viewer got value at recv and returns how long after
+// the first viewer that got the same value.
+func (f *firstSeen) delay(value int64, recv time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first, ok := f.at[value]
+	if !ok || recv.Before(first) {
+		f.at[value] = recv
+		return 0
+	}
+	return recv.Sub(first)
+}
+
 // read records events until ctx ends; from is when recording starts. Each
 // frame is read into one reused buffer: a thousand subscribers receive
-// every event, and the load generator shares the server's cores.
-func (s *subscriber) read(ctx context.Context, from *atomic.Int64) {
+// every event, and the load generator shares the server's cores. With
+// seen set (viewers) the delay is from the first viewer's receipt of the
+// same available value, else from the event's commit time.
+func (s *subscriber) read(ctx context.Context, from *atomic.Int64, seen *firstSeen) {
 	buf := make([]byte, 0, 512)
 	for {
 		msg, err := readFrame(ctx, s.conn, buf)
@@ -94,7 +178,25 @@ func (s *subscriber) read(ctx context.Context, from *atomic.Int64) {
 			_ = s.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
 			continue
 		}
-		if !bytes.Contains(msg, nextMsg) {
+		if !bytes.Contains(msg, nextMsg) || recv.UnixNano() < from.Load() {
+			continue
+		}
+		if seen != nil {
+			i := bytes.Index(msg, availableKey)
+			if i < 0 {
+				continue
+			}
+			rest := msg[i+len(availableKey):]
+			j := 0
+			for j < len(rest) && (rest[j] == '-' || rest[j] >= '0' && rest[j] <= '9') {
+				j++
+			}
+			v, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+			if err != nil {
+				continue
+			}
+			s.events++
+			s.lat.record(seen.delay(v, recv))
 			continue
 		}
 		at, ok := jsonString(msg, atKey)
@@ -142,19 +244,35 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// runFanout attaches n stockChanged subscribers, then runs the spread
-// reserve load at clients clients with them attached.
-func (b *bench) runFanout(ctx context.Context, n, clients int, d time.Duration, cell int) (fanoutResult, error) {
-	res := fanoutResult{subscribers: n, clients: clients}
+// loopbackAddr is the i-th local address of the viewers: 127.0.1.1 on.
+func loopbackAddr(i int) net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, byte(1+i/250/250%250), byte(1+i/250%250), byte(1+i%250))}
+}
+
+// runFanout measures the spec's reserve load alone, then attaches its
+// subscribers and runs the same load with them attached.
+func (b *bench) runFanout(ctx context.Context, spec fanoutSpec, d time.Duration, cell int) (fanoutResult, error) {
+	res := fanoutResult{spec: spec}
+	res.without = closedLoop(ctx, spec.clients, d, reserveOp(spec.pick, true)(b, cell, spec.clients))
+	if res.without.failed > 0 {
+		logf("  without subscribers: %d reserves failed, first: %v", res.without.failed, res.without.firstErr)
+	}
+	logf("  without subscribers: %.0f reserves/s", res.without.opsPerSec())
+	n := spec.subscribers
 	subs := make([]*subscriber, n)
 	var dialErr atomic.Value
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
+	t0 := time.Now()
 	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			s, err := dialSubscriber(ctx, b.srv.URL, b.adminKey)
+			var local net.Addr
+			if spec.perAddress > 0 {
+				local = loopbackAddr(i / spec.perAddress)
+			}
+			s, err := dialSubscriber(ctx, b.srv.URL, spec.bearer, spec.subscribe(i), local)
 			if err != nil {
 				dialErr.CompareAndSwap(nil, err)
 				return
@@ -170,30 +288,38 @@ func (b *bench) runFanout(ctx context.Context, n, clients int, d time.Duration, 
 		}
 	}
 	res.attached = len(live)
+	logf("  %d of %d subscribers attached in %s", len(live), n, time.Since(t0).Round(time.Millisecond))
 	defer func() {
 		for _, s := range live {
 			s.conn.CloseNow()
 		}
 	}()
 	if err, _ := dialErr.Load().(error); err != nil {
-		logf("fan-out: %d of %d subscribers attached; first error: %v", len(live), n, err)
+		logf("  first error attaching: %v", err)
 	}
 	if len(live) == 0 {
-		return res, fmt.Errorf("fan-out: no subscriber attached")
+		return res, fmt.Errorf("no subscriber attached")
 	}
 	readCtx, stopRead := context.WithCancel(ctx)
 	var from atomic.Int64
 	from.Store(time.Now().Add(time.Hour).UnixNano()) // record nothing until the load starts
+	var seen *firstSeen
+	if spec.viewers {
+		seen = &firstSeen{at: map[int64]time.Time{}}
+	}
 	var readers sync.WaitGroup
 	for _, s := range live {
-		readers.Go(func() { s.read(readCtx, &from) })
+		readers.Go(func() { s.read(readCtx, &from, seen) })
 	}
-	time.Sleep(500 * time.Millisecond) // let the subscriptions register before load starts
+	time.Sleep(500*time.Millisecond + time.Duration(len(live))*50*time.Microsecond) // let the subscriptions register and their first values arrive
 	rss := sampleRSS(b.srv.cmd.Process.Pid)
 	from.Store(time.Now().UnixNano())
 	cpu0 := cpuSeconds()
-	res.load = closedLoop(ctx, clients, d, reserveOp(spreadSKU, true)(b, cell, clients))
+	res.load = closedLoop(ctx, spec.clients, d, reserveOp(spec.pick, true)(b, cell+1, spec.clients))
 	res.benchCPU = cpuSeconds() - cpu0
+	if res.load.failed > 0 {
+		logf("  with subscribers: %d reserves failed, first: %v", res.load.failed, res.load.firstErr)
+	}
 	time.Sleep(time.Second) // events committed at the end are still on their way
 	res.rssMB = rss.done()
 	stopRead()

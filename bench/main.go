@@ -36,14 +36,17 @@ type options struct {
 	clients     []int
 	stormHolds  int
 	stormWait   time.Duration
-	subscribers int
+	subscribers int // stockChanged subscribers in each fan-out row
+	fanClients  int // clients reserving during the stockChanged fan-out rows
+	viewers     int // availabilityChanged subscribers on the hot SKU
+	viewClients int // clients reserving the hot SKU meanwhile
 	maxConns    int
 	codesRate   int
 	smoke       bool
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
 	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
-	// only, when not empty, names the scenarios (keys, "fanout", "attack", "storm")
+	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
 }
@@ -81,15 +84,18 @@ func main() {
 	flag.StringVar(&clients, "clients", "1,8,32,64", "client counts, comma-separated")
 	flag.IntVar(&o.stormHolds, "storm", 50_000, "holds in the expiry storm")
 	flag.DurationVar(&o.stormWait, "storm-wait", time.Minute, "how long after the storm's deadline to wait for every hold to be released")
-	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in the fan-out")
+	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in each fan-out row (unfiltered, and filtered to one SKU each)")
+	flag.IntVar(&o.fanClients, "fanout-clients", 8, "clients reserving during the stockChanged fan-out rows")
+	flag.IntVar(&o.viewers, "viewers", 10_000, "availabilityChanged subscribers on one hot SKU in the viewers row")
+	flag.IntVar(&o.viewClients, "viewer-clients", 32, "clients reserving the hot SKU during the viewers row")
 	flag.IntVar(&o.maxConns, "max-conns", 40, "INVENTORY_DB_MAX_CONNS for the server")
 	flag.IntVar(&o.codesRate, "codes-rate", 5000, "CODES reserves/s to stock codes for (a generous cap)")
-	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers and 20 viewers, 4 clients reserving under them")
 	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, attack, storm; baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm; baselines only for them")
 	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	flag.Parse()
 	if *ceilingServe {
@@ -103,8 +109,8 @@ func main() {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,attack,storm,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, attack, storm)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,storm,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, storm)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -114,6 +120,7 @@ func main() {
 	}
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
+		o.fanClients, o.viewers, o.viewClients = 4, 20, 4
 	}
 	for f := range strings.SplitSeq(clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -371,12 +378,6 @@ func scenarioKeys() string {
 // does not load any other measurement); their failures are recorded in the
 // report rather than aborting it.
 func (b *bench) runExtras(ctx context.Context, rep *report) {
-	fanClients := 0
-	for _, c := range b.opts.clients {
-		if c <= 32 {
-			fanClients = max(fanClients, c)
-		}
-	}
 	// The storm creates its holds at the client count where the service-key
 	// reserve was fastest; that rate sizes how far ahead the deadline is.
 	rate, stormClients := 0.0, b.opts.clients[0]
@@ -384,24 +385,26 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 		if r.key == "spread-service" && r.res.opsPerSec() >= rate {
 			rate, stormClients = r.res.opsPerSec(), r.clients
 		}
-		if r.key == "spread-token" && r.clients == fanClients {
-			rep.fanNoSub = r.res.opsPerSec()
-		}
 	}
-	if ctx.Err() == nil && fanClients > 0 && b.opts.wants("fanout") {
-		logf("fan-out: %d subscribers, spread reserve load at %d clients", b.opts.subscribers, fanClients)
-		f, err := b.runFanout(ctx, b.opts.subscribers, fanClients, b.opts.cellDur, 100000)
-		if err != nil {
-			rep.notes = append(rep.notes, "FAIL: fan-out: "+err.Error())
-		} else {
-			rep.fanout = &f
-			rep.peakRSS = max(rep.peakRSS, f.rssMB)
-			if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
-				rep.notes = append(rep.notes, "FAIL: after fan-out: "+problem+errString(err))
-			}
-			logf("fan-out: %d attached, %.0f reserves/s, %d events, p50 %.0f ms p99 %.0f ms, %d dropped",
-				f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
+	for i, spec := range b.fanoutSpecs(ctx, rep) {
+		if ctx.Err() != nil {
+			return
 		}
+		logf("fan-out: %s: %d subscribers, %d clients reserving", spec.name, spec.subscribers, spec.clients)
+		f, err := b.runFanout(ctx, spec, b.opts.cellDur, 100_000+10*i)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: fan-out ("+spec.name+"): "+err.Error())
+			continue
+		}
+		rep.fanouts = append(rep.fanouts, f)
+		if spec.rssMB == 0 { // a row with its own RSS target is judged by it
+			rep.peakRSS = max(rep.peakRSS, f.rssMB)
+		}
+		if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+			rep.notes = append(rep.notes, "FAIL: after fan-out ("+spec.name+"): "+problem+errString(err))
+		}
+		logf("fan-out: %d attached, %.0f reserves/s (without %.0f: %.2f), %d events, p50 %.0f ms p99 %.0f ms, %d dropped, RSS %.0f MB",
+			f.attached, f.load.opsPerSec(), f.without.opsPerSec(), f.ratio(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped, f.rssMB)
 	}
 	if ctx.Err() == nil && b.opts.wants("attack") {
 		logf("under attack: a checkout reserving alone, then with %d anonymous clients", attackers)
