@@ -30,8 +30,8 @@ type fanoutSpec struct {
 	bearer    string              // connection_init's token; "" anonymous
 	pick      func(*bench) string // the SKU each reserve takes
 	// viewers measures availabilityChanged: no commit time in the message,
-	// so each update's delay is counted from the first subscriber that got
-	// the same value (≈ its push tick).
+	// so each update is timed from the answer of the newest reserve its
+	// value reflects (reserveClock): how stale the viewer's "N left" is.
 	viewers bool
 	// perAddress, if > 0, dials that many subscribers from each loopback
 	// address (127.0.1.1, 127.0.1.2, …), as browsers of many IPs.
@@ -93,6 +93,7 @@ type subscriber struct {
 	conn    *websocket.Conn
 	lat     histogram
 	events  uint64
+	updates []viewerUpdate // viewers only
 	dropped bool
 }
 
@@ -137,32 +138,56 @@ func dialSubscriber(ctx context.Context, baseURL, bearer string, sub []byte, loc
 	return &subscriber{conn: conn}, nil
 }
 
-// firstSeen is, per availability value, when the first viewer received
-// it: the viewers' reference for "after its push tick".
-type firstSeen struct {
-	mu sync.Mutex
-	at map[int64]time.Time
+// maxViewerUpdates bounds the updates one viewer keeps for the latency
+// computed after the run (conflated, it gets about four a second); more
+// are counted but not timed.
+const maxViewerUpdates = 1000
+
+// viewerUpdate is one availabilityChanged value and when it arrived.
+type viewerUpdate struct {
+	available int64
+	recv      int64 // UnixNano
 }
 
-// delay records that a viewer got value at recv and returns how long after
-// the first viewer that got the same value.
-func (f *firstSeen) delay(value int64, recv time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	first, ok := f.at[value]
-	if !ok || recv.Before(first) {
-		f.at[value] = recv
-		return 0
+// reserveClock records when each successful reserve of the viewers' SKU was
+// answered: the k-th answer is when the k-th unit left "available", so a
+// viewer's value V0−k is at least as old as that answer.
+type reserveClock struct {
+	mu    sync.Mutex
+	times []int64 // UnixNano, in the order answered
+}
+
+func (c *reserveClock) wrap(fn op) op {
+	return func(ctx context.Context, cl int) error {
+		err := fn(ctx, cl)
+		if err == nil {
+			t := time.Now().UnixNano()
+			c.mu.Lock()
+			c.times = append(c.times, t)
+			c.mu.Unlock()
+		}
+		return err
 	}
-	return recv.Sub(first)
+}
+
+// staleness is how long before recv the newest reserve that value reflects
+// was answered, given start (the SKU's available when the load started);
+// false for a value that reflects no reserve of the load or more than were
+// answered.
+func (c *reserveClock) staleness(start int64, u viewerUpdate) (time.Duration, bool) {
+	k := start - u.available
+	if k <= 0 || k > int64(len(c.times)) {
+		return 0, false
+	}
+	return time.Duration(max(u.recv-c.times[k-1], 0)), true
 }
 
 // read records events until ctx ends; from is when recording starts. Each
 // frame is read into one reused buffer: a thousand subscribers receive
 // every event, and the load generator shares the server's cores. With
-// seen set (viewers) the delay is from the first viewer's receipt of the
-// same available value, else from the event's commit time.
-func (s *subscriber) read(ctx context.Context, from *atomic.Int64, seen *firstSeen) {
+// viewer set (availabilityChanged) it keeps each value with its arrival,
+// timed after the run; else it records commit-to-client from the event's at.
+func (s *subscriber) read(ctx context.Context, from *atomic.Int64, viewer bool) {
 	buf := make([]byte, 0, 512)
 	for {
 		msg, err := readFrame(ctx, s.conn, buf)
@@ -181,7 +206,7 @@ func (s *subscriber) read(ctx context.Context, from *atomic.Int64, seen *firstSe
 		if !bytes.Contains(msg, nextMsg) || recv.UnixNano() < from.Load() {
 			continue
 		}
-		if seen != nil {
+		if viewer {
 			i := bytes.Index(msg, availableKey)
 			if i < 0 {
 				continue
@@ -196,7 +221,9 @@ func (s *subscriber) read(ctx context.Context, from *atomic.Int64, seen *firstSe
 				continue
 			}
 			s.events++
-			s.lat.record(seen.delay(v, recv))
+			if len(s.updates) < maxViewerUpdates {
+				s.updates = append(s.updates, viewerUpdate{available: v, recv: recv.UnixNano()})
+			}
 			continue
 		}
 		at, ok := jsonString(msg, atKey)
@@ -301,21 +328,29 @@ func (b *bench) runFanout(ctx context.Context, spec fanoutSpec, d time.Duration,
 		return res, fmt.Errorf("no subscriber attached")
 	}
 	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
 	var from atomic.Int64
 	from.Store(time.Now().Add(time.Hour).UnixNano()) // record nothing until the load starts
-	var seen *firstSeen
-	if spec.viewers {
-		seen = &firstSeen{at: map[int64]time.Time{}}
-	}
 	var readers sync.WaitGroup
 	for _, s := range live {
-		readers.Go(func() { s.read(readCtx, &from, seen) })
+		readers.Go(func() { s.read(readCtx, &from, spec.viewers) })
 	}
 	time.Sleep(500*time.Millisecond + time.Duration(len(live))*50*time.Microsecond) // let the subscriptions register and their first values arrive
+	var clock reserveClock
+	var start int64
+	load := reserveOp(spec.pick, true)(b, cell+1, spec.clients)
+	if spec.viewers {
+		var err error
+		if start, err = b.available(ctx, spec.pick(b)); err != nil {
+			return res, err
+		}
+		load = clock.wrap(load)
+	}
 	rss := sampleRSS(b.srv.cmd.Process.Pid)
 	from.Store(time.Now().UnixNano())
 	cpu0 := cpuSeconds()
-	res.load = closedLoop(ctx, spec.clients, d, reserveOp(spec.pick, true)(b, cell+1, spec.clients))
+	res.load = closedLoop(ctx, spec.clients, d, load)
+	loadEnd := time.Now().UnixNano()
 	res.benchCPU = cpuSeconds() - cpu0
 	if res.load.failed > 0 {
 		logf("  with subscribers: %d reserves failed, first: %v", res.load.failed, res.load.firstErr)
@@ -324,12 +359,37 @@ func (b *bench) runFanout(ctx context.Context, spec fanoutSpec, d time.Duration,
 	res.rssMB = rss.done()
 	stopRead()
 	readers.Wait()
+	untimed := 0
 	for _, s := range live {
+		for _, u := range s.updates {
+			// After the load, the last value waits up to a push interval
+			// for its tick with no newer reserve behind it: not timed.
+			if d, ok := clock.staleness(start, u); ok && u.recv <= loadEnd {
+				s.lat.record(d)
+			} else {
+				untimed++
+			}
+		}
 		res.lat.merge(&s.lat)
 		res.events += s.events
 		if s.dropped {
 			res.dropped++
 		}
 	}
+	if untimed > 0 {
+		logf("  %d updates not timed: they arrived after the load, or reflected none of its reserves", untimed)
+	}
 	return res, nil
+}
+
+// available reads sku's available now, anonymously.
+func (b *bench) available(ctx context.Context, sku string) (int64, error) {
+	var out struct{ Availability []struct{ Available int64 } }
+	if err := b.gql.do(ctx, "", availabilityQuery, map[string]any{"s": []string{sku}}, &out); err != nil {
+		return 0, fmt.Errorf("read %s's availability: %w", sku, err)
+	}
+	if len(out.Availability) != 1 {
+		return 0, fmt.Errorf("read %s's availability: %d answers", sku, len(out.Availability))
+	}
+	return out.Availability[0].Available, nil
 }

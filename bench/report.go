@@ -115,7 +115,7 @@ func (rep *report) markdown() string {
 	}
 	if len(rep.fanouts) > 0 {
 		b.WriteString("\n## Fan-out\n\n")
-		b.WriteString("Each row: the reserve load alone, then the same load with the subscribers attached. Delivery is commit-to-client (from the event's `at`); for `availabilityChanged` viewers, whose messages carry no commit time, it is from the first viewer that got the same value (≈ the push tick) to each viewer.\n\n")
+		b.WriteString("Each row: the reserve load alone, then the same load with the subscribers attached. Delivery is commit-to-client (from the event's `at`); for `availabilityChanged` viewers, whose messages carry no commit time, it is how old each value was on arrival: from the answer to the newest reserve it reflects (every reserve takes one unit, so value V0 − k reflects the k-th answered) to the viewer's receipt. Under a steady reserve load that is the push tick's delivery delay plus the value's staleness when read; the push interval's conflation wait is not in it, and values that arrive after the load ended are not timed.\n\n")
 		fmt.Fprintf(&b, "| subscribers | attached | reserve clients | reserves/s with them | without | with / without | messages delivered | delivery p50 | p99 | dropped | server RSS MB | bench CPU (of %.0f s × %d cores) |\n",
 			rep.cellDur.Seconds(), runtime.NumCPU())
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

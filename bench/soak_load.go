@@ -295,7 +295,7 @@ func (l *soakLoad) subscriberOp(ctx context.Context, c int) error {
 	var from atomic.Int64 // 0: count every event
 	done := make(chan struct{})
 	go func() {
-		sub.read(readCtx, &from, nil)
+		sub.read(readCtx, &from, false)
 		close(done)
 	}()
 	var failure error
