@@ -1,10 +1,13 @@
 // Command bench measures the server end to end, as clients see it, next to
 // what PostgreSQL alone does with the same statements: `make bench` (full,
-// under 10 minutes) and `make bench-smoke` (every scenario for a second,
+// about 10 minutes) and `make bench-smoke` (every scenario for a second,
 // for CI). It creates its own database, runs the real server binary on a
 // loopback port, and for each client count runs a pgbench baseline cell
 // and then our cells over HTTP/GraphQL, interleaved, so both see the same
-// machine state. Then an expiry storm and a subscriber fan-out. It prints a
+// machine state; the availability rows also run after a ceiling cell, a
+// minimal net/http handler answering the same request from a map
+// (ceiling.go). Then the subscriber rows (fanout.go, fanout_rows.go), an
+// "under attack" row and an expiry storm. It prints a
 // markdown table and writes it with an SVG chart to bench/results/.
 //
 // Performance numbers never fail the run; a failed correctness check
