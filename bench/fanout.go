@@ -95,6 +95,7 @@ type subscriber struct {
 	events  uint64
 	updates []viewerUpdate // viewers only
 	dropped bool
+	dropErr error // why the socket ended before the row did
 }
 
 // dialSubscriber opens one socket from local (nil: any address), sends
@@ -194,7 +195,7 @@ func (s *subscriber) read(ctx context.Context, from *atomic.Int64, viewer bool) 
 		buf = msg[:0]
 		if err != nil {
 			if ctx.Err() == nil {
-				s.dropped = true
+				s.dropped, s.dropErr = true, err
 			}
 			return
 		}
@@ -373,6 +374,9 @@ func (b *bench) runFanout(ctx context.Context, spec fanoutSpec, d time.Duration,
 		res.lat.merge(&s.lat)
 		res.events += s.events
 		if s.dropped {
+			if res.dropped == 0 {
+				logf("  first subscriber dropped: %v", s.dropErr)
+			}
 			res.dropped++
 		}
 	}
