@@ -125,6 +125,12 @@ func main() {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
 		o.fanClients, o.viewers, o.viewClients = 4, 20, 4
 	}
+	for name, n := range map[string]int{"-subscribers": o.subscribers, "-fanout-clients": o.fanClients, "-viewers": o.viewers, "-viewer-clients": o.viewClients} {
+		if n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: %s must be at least 1, got %d\n", name, n)
+			os.Exit(2)
+		}
+	}
 	for f := range strings.SplitSeq(clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -156,7 +162,7 @@ func main() {
 // run does the whole benchmark; it reports whether a correctness check
 // failed, and an error when the bench itself could not run.
 func run(ctx context.Context, o options) (failed bool, err error) {
-	maxClients := 0
+	maxClients := max(o.fanClients, o.viewClients) // the subscriber rows reserve as shoppers too
 	for _, c := range o.clients {
 		maxClients = max(maxClients, c)
 	}
