@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -128,6 +129,9 @@ type ceilingProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	gql   *gqlClient
+	// mismatch, if not empty, is how the ceiling's answer differed from
+	// our server's for the same request.
+	mismatch string
 }
 
 // startCeiling snapshots what our server answers for every spread SKU, and
@@ -179,6 +183,16 @@ func (b *bench) startCeiling(ctx context.Context, httpClients int) (*ceilingProc
 		return nil, fmt.Errorf("ceiling: did not start: %q %v", line, err)
 	}
 	p.gql = newGQLClient(url, httpClients)
+	// Like for like: the ceiling must write the bytes our server writes.
+	probe := []byte(`{"query":"` + availabilityQuery + `","variables":{"s":["` + strings.Join(b.cat.spread[:3], `","`) + `"]}}`)
+	theirs, err1 := p.gql.post(ctx, probe, "", nil)
+	oursAns, err2 := b.gql.post(ctx, probe, "", nil)
+	if err := errors.Join(err1, err2); err != nil || !bytes.Equal(bytes.TrimSpace(theirs), bytes.TrimSpace(oursAns)) {
+		// Shown, not fatal: the rows still run, and the note says why the
+		// ratio is not like for like.
+		p.mismatch = fmt.Sprintf("the ceiling answers %.200q where our server answers %.200q (%v)", theirs, oursAns, err)
+		logf("ceiling: %s", p.mismatch)
+	}
 	logf("ceiling: minimal net/http handler (pid %d) on %s, %d SKUs", cmd.Process.Pid, url, len(avail))
 	return p, nil
 }

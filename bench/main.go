@@ -190,6 +190,9 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 		defer b.ceiling.stop()
 	}
 	rep := &report{started: started, cellDur: o.cellDur}
+	if b.ceiling != nil && b.ceiling.mismatch != "" {
+		rep.notes = append(rep.notes, "ceiling: not like for like: "+b.ceiling.mismatch)
+	}
 	if err := b.runCells(ctx, rep); err != nil {
 		return false, err
 	}
