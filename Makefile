@@ -26,7 +26,8 @@ fuzz:
 
 # End to end: its own database, the real server binary on a loopback port, and
 # pgbench running the same statements as a baseline, interleaved per client
-# count; plus an expiry storm and a subscriber fan-out. Under 10 minutes; the
+# count (availability also next to a minimal net/http "ceiling" handler); plus
+# an expiry storm and the subscriber fan-out rows. About 10 minutes; the
 # table and an SVG chart go to bench/results/. bench-smoke runs every scenario
 # for about a second at tiny sizes (CI runs it so the benchmark cannot rot).
 bench:

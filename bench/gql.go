@@ -41,9 +41,25 @@ func (g *gqlClient) post(ctx context.Context, body []byte, bearer string, buf []
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
+	return g.send(req, buf)
+}
+
+// get sends GET /graphql?rawQuery anonymously (a persisted query, as a
+// browser behind a CDN sends it) and appends the answer to buf[:0].
+func (g *gqlClient) get(ctx context.Context, rawQuery string, buf []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"?"+rawQuery, nil)
+	if err != nil {
+		return buf, fmt.Errorf("build request: %w", err)
+	}
+	return g.send(req, buf)
+}
+
+// send does req and appends the response body to buf[:0]; an answer other
+// than 200 is an error carrying the body's start.
+func (g *gqlClient) send(req *http.Request, buf []byte) ([]byte, error) {
 	resp, err := g.http.Do(req)
 	if err != nil {
-		return buf, fmt.Errorf("post: %w", err)
+		return buf, fmt.Errorf("%s: %w", req.Method, err)
 	}
 	defer resp.Body.Close()
 	buf = buf[:0]

@@ -1,10 +1,13 @@
 // Command bench measures the server end to end, as clients see it, next to
 // what PostgreSQL alone does with the same statements: `make bench` (full,
-// under 10 minutes) and `make bench-smoke` (every scenario for a second,
+// about 10 minutes) and `make bench-smoke` (every scenario for a second,
 // for CI). It creates its own database, runs the real server binary on a
 // loopback port, and for each client count runs a pgbench baseline cell
 // and then our cells over HTTP/GraphQL, interleaved, so both see the same
-// machine state. Then an expiry storm and a subscriber fan-out. It prints a
+// machine state; the availability rows also run after a ceiling cell, a
+// minimal net/http handler answering the same request from a map
+// (ceiling.go). Then the subscriber rows (fanout.go, fanout_rows.go), an
+// "under attack" row and an expiry storm. It prints a
 // markdown table and writes it with an SVG chart to bench/results/.
 //
 // Performance numbers never fail the run; a failed correctness check
@@ -36,14 +39,17 @@ type options struct {
 	clients     []int
 	stormHolds  int
 	stormWait   time.Duration
-	subscribers int
+	subscribers int // stockChanged subscribers in each fan-out row
+	fanClients  int // clients reserving during the stockChanged fan-out rows
+	viewers     int // availabilityChanged subscribers on the hot SKU
+	viewClients int // clients reserving the hot SKU meanwhile
 	maxConns    int
 	codesRate   int
 	smoke       bool
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
 	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
-	// only, when not empty, names the scenarios (keys, "fanout", "attack", "storm")
+	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
 }
@@ -61,7 +67,8 @@ type bench struct {
 	cat        catalog
 	adminKey   string
 	serviceKey string
-	shoppers   *shoppers // checkouts and their tokens, per client
+	shoppers   *shoppers    // checkouts and their tokens, per client
+	ceiling    *ceilingProc // the availability rows' second baseline, when they run
 	sqlDir     string
 }
 
@@ -80,22 +87,33 @@ func main() {
 	flag.StringVar(&clients, "clients", "1,8,32,64", "client counts, comma-separated")
 	flag.IntVar(&o.stormHolds, "storm", 50_000, "holds in the expiry storm")
 	flag.DurationVar(&o.stormWait, "storm-wait", time.Minute, "how long after the storm's deadline to wait for every hold to be released")
-	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in the fan-out")
+	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in each fan-out row (unfiltered, and filtered to one SKU each)")
+	flag.IntVar(&o.fanClients, "fanout-clients", 8, "clients reserving during the stockChanged fan-out rows")
+	flag.IntVar(&o.viewers, "viewers", 10_000, "availabilityChanged subscribers on one hot SKU in the viewers row")
+	flag.IntVar(&o.viewClients, "viewer-clients", 32, "clients reserving the hot SKU during the viewers row")
 	flag.IntVar(&o.maxConns, "max-conns", 40, "INVENTORY_DB_MAX_CONNS for the server")
 	flag.IntVar(&o.codesRate, "codes-rate", 5000, "CODES reserves/s to stock codes for (a generous cap)")
-	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers")
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny sizes, about a second per cell: clients 1,4, 300 holds, 20 subscribers and 20 viewers, 4 clients reserving under them")
 	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout, attack, storm; baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm; baselines only for them")
+	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	flag.Parse()
+	if *ceilingServe {
+		if err := serveCeiling(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for f := range strings.SplitSeq(only, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,attack,storm,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, attack, storm)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,storm,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, storm)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -105,6 +123,13 @@ func main() {
 	}
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
+		o.fanClients, o.viewers, o.viewClients = 4, 20, 4
+	}
+	for name, n := range map[string]int{"-subscribers": o.subscribers, "-fanout-clients": o.fanClients, "-viewers": o.viewers, "-viewer-clients": o.viewClients} {
+		if n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: %s must be at least 1, got %d\n", name, n)
+			os.Exit(2)
+		}
 	}
 	for f := range strings.SplitSeq(clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -137,7 +162,7 @@ func main() {
 // run does the whole benchmark; it reports whether a correctness check
 // failed, and an error when the bench itself could not run.
 func run(ctx context.Context, o options) (failed bool, err error) {
-	maxClients := 0
+	maxClients := max(o.fanClients, o.viewClients) // the subscriber rows reserve as shoppers too
 	for _, c := range o.clients {
 		maxClients = max(maxClients, c)
 	}
@@ -158,7 +183,16 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 	if err := b.waitStartupReconcile(ctx); err != nil {
 		return false, err
 	}
+	if baselineWanted(o, "ceiling-post") || baselineWanted(o, "ceiling-get") {
+		if b.ceiling, err = b.startCeiling(ctx, max(maxClients, 32)+8); err != nil {
+			return false, err
+		}
+		defer b.ceiling.stop()
+	}
 	rep := &report{started: started, cellDur: o.cellDur}
+	if b.ceiling != nil && b.ceiling.mismatch != "" {
+		rep.notes = append(rep.notes, "ceiling: not like for like: "+b.ceiling.mismatch)
+	}
 	if err := b.runCells(ctx, rep); err != nil {
 		return false, err
 	}
@@ -256,24 +290,36 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 	}
 	total := len(b.opts.clients) * kept
 	for _, clients := range b.opts.clients {
+		baseOps := map[string]float64{} // each baseline's ops/s at this client count
 		for _, base := range baselines {
 			if !baselineWanted(b.opts, base.key) {
 				continue
 			}
 			cell++
 			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
-			res, err := runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat)
-			if err != nil {
-				return err
+			var res loadResult
+			if base.http != nil {
+				res = closedLoop(ctx, clients, b.opts.cellDur, base.http(b, cell, clients))
+				if res.failed > 0 {
+					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
+				}
+			} else {
+				var err error
+				if res, err = runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat); err != nil {
+					return err
+				}
+				if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
+					return err
+				}
 			}
-			if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
-				return err
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			logf("  %.0f tps, p50 %.2f ms, p99 %.2f ms", res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99))
 			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
-			baseOps := res.opsPerSec()
+			baseOps[base.key] = res.opsPerSec()
 			for _, sc := range scenarios {
-				if sc.base != base.key || !b.opts.wants(sc.key) {
+				if sc.after() != base.key || !b.opts.wants(sc.key) {
 					continue
 				}
 				cell++
@@ -293,7 +339,8 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 						logf("  background load: %.0f ops/s", r.opsPerSec())
 					}
 				}
-				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps, target: sc.target, rssMB: rss.done()}
+				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps[sc.base], target: sc.target,
+					ceilOps: baseOps[sc.ceiling], ceilTarget: sc.ceilingTarget, rssMB: rss.done()}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -308,8 +355,8 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 				if res.failed > 0 {
 					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
 				}
-				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f, RSS %.0f MB, check %s",
-					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.rssMB, r.check)
+				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f%s, RSS %.0f MB, check %s",
+					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.ceilingNote(), r.rssMB, r.check)
 				rep.peakRSS = max(rep.peakRSS, r.rssMB)
 				rep.rows = append(rep.rows, r)
 			}
@@ -322,7 +369,7 @@ func (b *bench) runCells(ctx context.Context, rep *report) error {
 // scenarios compared with it does.
 func baselineWanted(o options, key string) bool {
 	for _, sc := range scenarios {
-		if sc.base == key && o.wants(sc.key) {
+		if (sc.base == key || sc.ceiling == key) && o.wants(sc.key) {
 			return true
 		}
 	}
@@ -343,12 +390,6 @@ func scenarioKeys() string {
 // does not load any other measurement); their failures are recorded in the
 // report rather than aborting it.
 func (b *bench) runExtras(ctx context.Context, rep *report) {
-	fanClients := 0
-	for _, c := range b.opts.clients {
-		if c <= 32 {
-			fanClients = max(fanClients, c)
-		}
-	}
 	// The storm creates its holds at the client count where the service-key
 	// reserve was fastest; that rate sizes how far ahead the deadline is.
 	rate, stormClients := 0.0, b.opts.clients[0]
@@ -356,24 +397,26 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 		if r.key == "spread-service" && r.res.opsPerSec() >= rate {
 			rate, stormClients = r.res.opsPerSec(), r.clients
 		}
-		if r.key == "spread-token" && r.clients == fanClients {
-			rep.fanNoSub = r.res.opsPerSec()
-		}
 	}
-	if ctx.Err() == nil && fanClients > 0 && b.opts.wants("fanout") {
-		logf("fan-out: %d subscribers, spread reserve load at %d clients", b.opts.subscribers, fanClients)
-		f, err := b.runFanout(ctx, b.opts.subscribers, fanClients, b.opts.cellDur, 100000)
-		if err != nil {
-			rep.notes = append(rep.notes, "FAIL: fan-out: "+err.Error())
-		} else {
-			rep.fanout = &f
-			rep.peakRSS = max(rep.peakRSS, f.rssMB)
-			if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
-				rep.notes = append(rep.notes, "FAIL: after fan-out: "+problem+errString(err))
-			}
-			logf("fan-out: %d attached, %.0f reserves/s, %d events, p50 %.0f ms p99 %.0f ms, %d dropped",
-				f.attached, f.load.opsPerSec(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped)
+	for i, spec := range b.fanoutSpecs(ctx, rep) {
+		if ctx.Err() != nil {
+			return
 		}
+		logf("fan-out: %s: %d subscribers, %d clients reserving", spec.name, spec.subscribers, spec.clients)
+		f, err := b.runFanout(ctx, spec, b.opts.cellDur, 100_000+10*i)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: fan-out ("+spec.name+"): "+err.Error())
+			continue
+		}
+		rep.fanouts = append(rep.fanouts, f)
+		if spec.rssMB == 0 { // a row with its own RSS target is judged by it
+			rep.peakRSS = max(rep.peakRSS, f.rssMB)
+		}
+		if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+			rep.notes = append(rep.notes, "FAIL: after fan-out ("+spec.name+"): "+problem+errString(err))
+		}
+		logf("fan-out: %d attached, %.0f reserves/s (without %.0f: %.2f), %d events, p50 %.0f ms p99 %.0f ms, %d dropped, RSS %.0f MB",
+			f.attached, f.load.opsPerSec(), f.without.opsPerSec(), f.ratio(), f.events, f.lat.quantile(0.5), f.lat.quantile(0.99), f.dropped, f.rssMB)
 	}
 	if ctx.Err() == nil && b.opts.wants("attack") {
 		logf("under attack: a checkout reserving alone, then with %d anonymous clients", attackers)

@@ -1,22 +1,30 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strconv"
 )
 
 // baseline is one pgbench script: the SQL our scenarios are compared with.
 type baseline struct {
 	key, name, script string
+	// http, when set, makes this baseline a closed loop of these requests
+	// to the ceiling handler (ceiling.go) instead of a pgbench script.
+	http func(b *bench, cell, clients int) op
 }
 
 var baselines = []baseline{
-	{"spread", "pgbench: claim CTE, 10,000 SKUs", "claim_spread.sql"},
-	{"hot", "pgbench: claim CTE, one SKU", "claim_hot.sql"},
-	{"codes", "pgbench: code claim, SKIP LOCKED", "claim_code.sql"},
-	{"read", "pgbench: 20-SKU balance read", "read20.sql"},
+	{key: "spread", name: "pgbench: claim CTE, 10,000 SKUs", script: "claim_spread.sql"},
+	{key: "hot", name: "pgbench: claim CTE, one SKU", script: "claim_hot.sql"},
+	{key: "codes", name: "pgbench: code claim, SKIP LOCKED", script: "claim_code.sql"},
+	{key: "read", name: "pgbench: 20-SKU balance read", script: "read20.sql"},
+	{key: "ceiling-post", name: "ceiling: net/http + encoding/json from a map, POST", http: availabilityOp(ceiling)},
+	{key: "ceiling-get", name: "ceiling: net/http + encoding/json from a map, APQ GET", http: availabilityGetOp(ceiling)},
 }
 
 // target is a goal to show next to a ratio; the bench never enforces it.
@@ -26,10 +34,11 @@ type target struct {
 }
 
 // scenario is one of our rows: an operation over HTTP/GraphQL, compared
-// with the baseline named by base.
+// with the pgbench baseline named by base and, for availability, with the
+// ceiling baseline named by ceiling. It runs right after the later of the two.
 type scenario struct {
-	key, name, base string
-	target          target
+	key, name, base, ceiling string
+	target, ceilingTarget    target
 	// make returns the per-request function for one cell; cell makes
 	// request keys unique across cells.
 	make func(b *bench, cell, clients int) op
@@ -38,15 +47,26 @@ type scenario struct {
 	background func(b *bench, cell, clients int) op
 }
 
+// after is the baseline the scenario runs after: the last it is compared with.
+func (sc scenario) after() string {
+	if sc.ceiling != "" {
+		return sc.ceiling
+	}
+	return sc.base
+}
+
 var scenarios = []scenario{
-	{"spread-token", "reserve 1 of 10,000 SKUs (checkout token)", "spread", target{32, 0.5}, reserveOp(spreadSKU, true), nil},
-	{"spread-service", "reserve 1 of 10,000 SKUs (service key)", "spread", target{32, 0.5}, reserveOp(spreadSKU, false), nil},
-	{"reserve-confirm", "reserve → confirm pairs (token, then service key)", "spread", target{}, reserveConfirmOp, nil},
-	{"hot", "reserve on one hot SKU (checkout token)", "hot", target{64, 5}, reserveOp(func(b *bench) string { return b.cat.hot }, true), nil},
-	{"codes", "reserve a CODES SKU (checkout token)", "codes", target{32, 0.5}, reserveOp(func(b *bench) string { return b.cat.codesSKU }, true), nil},
-	{"availability", "availability of 20 SKUs (anonymous)", "read", target{32, 0.5}, availabilityOp, nil},
-	{"availability-under-load", "availability of 20 SKUs (anonymous), as many clients reserving other SKUs", "read", target{}, availabilityOp,
-		reserveOp(otherSKU, true)},
+	{key: "spread-token", name: "reserve 1 of 10,000 SKUs (checkout token)", base: "spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, true)},
+	{key: "spread-service", name: "reserve 1 of 10,000 SKUs (service key)", base: "spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, false)},
+	{key: "reserve-confirm", name: "reserve → confirm pairs (token, then service key)", base: "spread", make: reserveConfirmOp},
+	{key: "hot", name: "reserve on one hot SKU (checkout token)", base: "hot", target: target{64, 5}, make: reserveOp(func(b *bench) string { return b.cat.hot }, true)},
+	{key: "codes", name: "reserve a CODES SKU (checkout token)", base: "codes", target: target{32, 0.5}, make: reserveOp(func(b *bench) string { return b.cat.codesSKU }, true)},
+	{key: "availability-under-load", name: "availability of 20 SKUs (anonymous), as many clients reserving other SKUs", base: "read",
+		make: availabilityOp(ours), background: reserveOp(otherSKU, true)},
+	{key: "availability", name: "availability of 20 SKUs (anonymous, POST)", base: "read", ceiling: "ceiling-post",
+		target: target{32, 0.45}, ceilingTarget: target{32, 0.8}, make: availabilityOp(ours)},
+	{key: "availability-get", name: "availability of a 20-SKU page (anonymous, APQ GET)", base: "read", ceiling: "ceiling-get",
+		target: target{32, 0.45}, ceilingTarget: target{32, 0.8}, make: availabilityGetOp(ours)},
 }
 
 const holdTTL = "1800" // long enough that no hold expires while the bench runs; a checkout token's most
@@ -159,28 +179,94 @@ func reserveConfirmOp(b *bench, cell, clients int) op {
 
 var availabilityKey = []byte(`{"data":{"availability":[`)
 
-// availabilityOp reads 20 random SKUs anonymously, as a storefront page.
-func availabilityOp(b *bench, cell, clients int) op {
-	st := make([]clientState, clients)
-	return func(ctx context.Context, c int) error {
-		s := &st[c]
-		s.body = append(s.body[:0], `{"query":"query($s:[String!]!){availability(skus:$s){sku available}}","variables":{"s":[`...)
-		for i := range 20 {
-			if i > 0 {
-				s.body = append(s.body, ',')
+// availabilityOp reads 20 random SKUs anonymously with POST, as a
+// storefront page does, from the server that client picks: ours, or the
+// ceiling.
+func availabilityOp(client func(*bench) *gqlClient) func(b *bench, cell, clients int) op {
+	return func(b *bench, cell, clients int) op {
+		st := make([]clientState, clients)
+		g := client(b)
+		return func(ctx context.Context, c int) error {
+			s := &st[c]
+			s.body = append(s.body[:0], `{"query":"`+availabilityQuery+`","variables":{"s":[`...)
+			for i := range 20 {
+				if i > 0 {
+					s.body = append(s.body, ',')
+				}
+				s.body = append(s.body, '"')
+				s.body = append(s.body, readSKU(b)...)
+				s.body = append(s.body, '"')
 			}
-			s.body = append(s.body, '"')
-			s.body = append(s.body, readSKU(b)...)
-			s.body = append(s.body, '"')
+			s.body = append(s.body, `]}}`...)
+			var err error
+			if s.resp, err = g.post(ctx, s.body, "", s.resp); err != nil {
+				return err
+			}
+			return availabilityOK(s.resp)
 		}
-		s.body = append(s.body, `]}}`...)
-		var err error
-		if s.resp, err = b.gql.post(ctx, s.body, "", s.resp); err != nil {
-			return err
-		}
-		if len(s.resp) < len(availabilityKey) || string(s.resp[:len(availabilityKey)]) != string(availabilityKey) {
-			return fmt.Errorf("availability: %.200s", s.resp)
-		}
-		return nil
 	}
 }
+
+func availabilityOK(resp []byte) error {
+	if len(resp) < len(availabilityKey) || string(resp[:len(availabilityKey)]) != string(availabilityKey) {
+		return fmt.Errorf("availability: %.200s", resp)
+	}
+	return nil
+}
+
+// pageSKUs is how many SKUs one storefront page shows.
+const pageSKUs = 20
+
+// availabilityPages are the persisted-query GETs of a storefront's pages:
+// the read half of the spread SKUs cut into pages of pageSKUs, each one
+// GET /graphql?variables=…&extensions=… (the same URL every time it is
+// shown, as a CDN sees it).
+func availabilityPages(b *bench) []string {
+	ext := "&extensions=" + url.QueryEscape(`{"persistedQuery":{"version":1,"sha256Hash":"`+availabilityHash+`"}}`)
+	half := b.cat.spread[:len(b.cat.spread)/2]
+	var pages []string
+	for i := 0; i+pageSKUs <= len(half); i += pageSKUs {
+		vars, _ := json.Marshal(map[string]any{"s": half[i : i+pageSKUs]})
+		pages = append(pages, "variables="+url.QueryEscape(string(vars))+ext)
+	}
+	return pages
+}
+
+// registerPersisted sends the availability document's text once with its
+// hash, as an APQ client does after PersistedQueryNotFound, so the GETs
+// that follow carry the hash alone.
+func registerPersisted(ctx context.Context, g *gqlClient) error {
+	body := `{"query":"` + availabilityQuery + `","variables":{"s":[]},"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + availabilityHash + `"}}}`
+	resp, err := g.post(ctx, []byte(body), "", nil)
+	if err != nil {
+		return fmt.Errorf("register the persisted query: %w", err)
+	}
+	if bytes.Contains(resp, errorsKey) {
+		return fmt.Errorf("register the persisted query: %.300s", resp)
+	}
+	return nil
+}
+
+// availabilityGetOp reads a random storefront page with a persisted-query
+// GET, anonymously, from the server that client picks.
+func availabilityGetOp(client func(*bench) *gqlClient) func(b *bench, cell, clients int) op {
+	return func(b *bench, cell, clients int) op {
+		st := make([]clientState, clients)
+		g := client(b)
+		pages := availabilityPages(b)
+		if err := registerPersisted(context.Background(), g); err != nil {
+			logf("  %v", err) // every GET then fails, and says why
+		}
+		return func(ctx context.Context, c int) error {
+			s := &st[c]
+			var err error
+			if s.resp, err = g.get(ctx, pages[rand.IntN(len(pages))], s.resp); err != nil {
+				return err
+			}
+			return availabilityOK(s.resp)
+		}
+	}
+}
+
+func ours(b *bench) *gqlClient    { return b.gql }
+func ceiling(b *bench) *gqlClient { return b.ceiling.gql }

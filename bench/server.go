@@ -52,6 +52,11 @@ func serverEnv(dbURL string, maxConns int, pprofAddr string) []string {
 		"INVENTORY_RATE_LIMIT_CHECKOUT_WRITES=1000000000",
 		// The fan-out's subscribers all use the admin key.
 		"INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER=1000000",
+		// The viewers row's anonymous sockets come from a few loopback
+		// addresses (viewersPerAddress each); a server without these
+		// settings ignores them.
+		"INVENTORY_ANONYMOUS_MAX_SOCKETS=1000000",
+		"INVENTORY_ANONYMOUS_MAX_SUBSCRIPTIONS=1000000",
 		// Off unless -pprof: go tool pprof http://ADDR/debug/pprof/profile.
 		"INVENTORY_PPROF_ADDR="+pprofAddr,
 	)

@@ -50,7 +50,7 @@ type soakKind struct {
 
 func (l *soakLoad) kinds() []soakKind {
 	return []soakKind{
-		{"availability reads", soakReaders, l.counted("availability", soakThink, l.countReads(availabilityOp(l.b, 0, soakReaders)))},
+		{"availability reads", soakReaders, l.counted("availability", soakThink, l.countReads(availabilityOp(ours)(l.b, 0, soakReaders)))},
 		{"checkout-token reserves", soakTokenClients, l.counted("token checkout", soakThink, l.checkoutOp(true, 0))},
 		{"service-key reserves", soakServiceClients, l.counted("service checkout", soakThink, l.checkoutOp(false, 0))},
 		{"admin stock changes", soakStockClients, l.counted("stock", soakThink, l.stockOp())},
@@ -284,7 +284,7 @@ func (l *soakLoad) stockOp() op {
 // clean-up of both is exercised. The server ending it first is a failure.
 func (l *soakLoad) subscriberOp(ctx context.Context, c int) error {
 	l.subConnects.Add(1)
-	sub, err := dialSubscriber(ctx, l.b.srv.URL, l.b.adminKey)
+	sub, err := dialSubscriber(ctx, l.b.srv.URL, l.b.adminKey, stockChangedSub(0), nil)
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (l *soakLoad) subscriberOp(ctx context.Context, c int) error {
 	var from atomic.Int64 // 0: count every event
 	done := make(chan struct{})
 	go func() {
-		sub.read(readCtx, &from)
+		sub.read(readCtx, &from, false)
 		close(done)
 	}()
 	var failure error
