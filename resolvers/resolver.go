@@ -31,6 +31,11 @@ type Resolver struct {
 	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
+	// Live is where availabilityChanged reads values (the store).
+	Live AvailabilitySource
+	// PushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL: availabilityChanged
+	// sends each SKU at most once per interval; 0 is the default.
+	PushInterval time.Duration
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the
