@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -356,5 +358,72 @@ func TestAvailabilityChangedArguments(t *testing.T) {
 	c.subscribe("9", availabilityChangedSub, map[string]any{"skus": []string{"REAL"}})
 	if got := c.outcome("9"); got != "" {
 		t.Fatalf("after the refusals: %s", got)
+	}
+}
+
+// TestAvailabilityChangedWithNodeClients watches a SKU without a token with
+// real third-party clients running in Node, as a product page would: the
+// graphql-ws package over WebSocket and the graphql-sse package over SSE
+// (testdata/node-client; make test installs them). Each prints the current
+// value first, then values that only fall, the last the database's.
+func TestAvailabilityChangedWithNodeClients(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is required for this test: install Node.js (make test runs npm ci in testdata/node-client)")
+	}
+	ts := setup(t)
+	ts.seed("NODE", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type run struct {
+		cmd *exec.Cmd
+		out syncBuffer
+		err bytes.Buffer
+	}
+	runs := map[string]*run{}
+	for _, tr := range []string{"ws", "sse"} {
+		url := ts.url + "/graphql"
+		if tr == "ws" {
+			url = "ws" + strings.TrimPrefix(url, "http")
+		}
+		r := &run{cmd: exec.CommandContext(ctx, "node", "availability.mjs", tr, url, "NODE", "7")}
+		r.cmd.Dir = "testdata/node-client"
+		r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.err
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		runs[tr] = r
+	}
+	for tr, r := range runs {
+		waitUntil(t, 20*time.Second, tr+" client's first value", func() bool { return strings.Contains(r.out.String(), "\n") })
+	}
+	for i := range 3 {
+		ts.mustData(ts.gql(ts.service, `mutation($c: String!) { reserve(input: {checkoutId: $c, requestKey: "k", lines: [{sku: "NODE", quantity: 1}]}) { userErrors { code } } }`,
+			map[string]any{"c": fmt.Sprint("node-", i)}), "reserve", new(map[string]any))
+		time.Sleep(100 * time.Millisecond)
+	}
+	final := ts.sqlAvailability("NODE")
+	for tr, r := range runs {
+		if err := r.cmd.Wait(); err != nil {
+			t.Fatalf("%s client: %v\nstdout: %s\nstderr: %s", tr, err, r.out.String(), r.err.String())
+		}
+		var got []liveAvailability
+		sc := bufio.NewScanner(strings.NewReader(r.out.String()))
+		for sc.Scan() {
+			var a liveAvailability
+			if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+				t.Fatalf("%s: line %q: %v", tr, sc.Text(), err)
+			}
+			got = append(got, a)
+		}
+		if len(got) < 2 || got[0].Available != 10 || got[len(got)-1] != final {
+			t.Fatalf("%s client: %+v, want 10 first and %+v last", tr, got, final)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Available >= got[i-1].Available {
+				t.Fatalf("%s client: %+v went backwards", tr, got)
+			}
+		}
+		t.Logf("%s client: %+v", tr, got)
 	}
 }
