@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -426,4 +428,88 @@ func TestAvailabilityChangedWithNodeClients(t *testing.T) {
 		}
 		t.Logf("%s client: %+v", tr, got)
 	}
+}
+
+// browserShim stands in for what a browser gives the client guide's product
+// page snippet: a global WebSocket (the ws package's) and a document whose
+// #stock element prints what is written into it.
+const browserShim = `import WebSocket from 'ws';
+globalThis.WebSocket = WebSocket;
+globalThis.document = { querySelector: () => ({ set textContent(v) { console.log(v); } }) };
+`
+
+// TestDocsJSAvailability runs the client guide's product page snippet (the
+// ```js test block on availabilityChanged) under Node, as browser code with
+// browserShim, against a test server with the demo catalog: it shows the
+// current count, then the count after a reserve.
+func TestDocsJSAvailability(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is required for this test: install Node.js (make test runs npm ci in testdata/node-client)")
+	}
+	var snippets []docBlock
+	for _, file := range docFiles(t) {
+		for _, b := range fencedBlocks(t, file) {
+			if b.is("js") && strings.Contains(b.text, "availabilityChanged") {
+				snippets = append(snippets, b)
+			}
+		}
+	}
+	if len(snippets) != 1 {
+		t.Fatalf("want exactly one ```js test block on availabilityChanged in docs/, found %d", len(snippets))
+	}
+	snippet := snippets[0]
+	if strings.Contains(snippet.text, "Authorization") || strings.Contains(snippet.text, "from 'ws'") {
+		t.Fatalf("%s:%d: a product page's snippet needs no token and no ws package", snippet.file, snippet.line)
+	}
+	ts := setup(t)
+	ts.cli("demo")
+	var avail []struct{ Available int }
+	ts.mustData(ts.gql("", `{ availability(skus: ["USB-C-CABLE"]) { available } }`, nil), "availability", &avail)
+	before := avail[0].Available
+
+	// Written inside testdata/node-client so that its node_modules resolve;
+	// imports come first in a module, so the shim is a module of its own.
+	shim, err := os.CreateTemp("testdata/node-client", "docs-shim-*.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shim.Name()) })
+	shim.WriteString(browserShim)
+	shim.Close()
+	f, err := os.CreateTemp("testdata/node-client", "docs-snippet-*.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	wsURL := "ws" + strings.TrimPrefix(ts.url, "http") + "/graphql"
+	f.WriteString(strings.ReplaceAll(snippet.text, "ws://localhost:8080/graphql", wsURL))
+	f.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--import", "./"+filepath.Base(shim.Name()), filepath.Base(f.Name()))
+	cmd.Dir = "testdata/node-client"
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	waitUntil(t, 15*time.Second, fmt.Sprintf("the page to show %d left", before), func() bool {
+		if o := out.String(); strings.Contains(o, "rror") {
+			t.Fatalf("%s:%d: the snippet printed an error:\n%s", snippet.file, snippet.line, o)
+		}
+		return strings.Contains(out.String(), fmt.Sprintf("%d left\n", before))
+	})
+	ts.mustData(ts.gql(ts.service, `mutation { reserve(input: {checkoutId: "page", requestKey: "k", lines: [{sku: "USB-C-CABLE", quantity: 1}]}) { userErrors { code } } }`, nil),
+		"reserve", new(map[string]any))
+	waitUntil(t, 15*time.Second, fmt.Sprintf("the page to show %d left", before-1), func() bool { return strings.Contains(out.String(), fmt.Sprintf("%d left\n", before-1)) })
+	if strings.Contains(out.String(), "rror") {
+		t.Fatalf("%s:%d: the snippet printed an error:\n%s", snippet.file, snippet.line, out.String())
+	}
+	t.Logf("%s:%d: the page showed:\n%s", snippet.file, snippet.line, out.String())
 }
