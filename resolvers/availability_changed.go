@@ -87,12 +87,63 @@ func (r *Resolver) availabilityChanges(ctx context.Context, q domain.Availabilit
 	return out, nil
 }
 
+// sharedRead is one availability read that subscriptions asking the same
+// thing at the same tick share (Resolver.availabilityReads): the product
+// pages of one hot SKU cost one read per push interval between them.
+type sharedRead struct {
+	started time.Time // before the read was sent: its snapshot is later
+	ended   time.Time // after its answer: a later read's snapshot is later
+	values  []*domain.Availability
+}
+
+// readShared reads q, sharing the read with every subscription that asks
+// for the same SKUs and locations while it runs. The read is not bound to
+// the subscription that happens to start it (it may leave), only to
+// sharedReadTimeout.
+func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery) (sharedRead, error) {
+	key := strings.Join(q.SKUs, "\x00") + "\x01"
+	if q.Locations != nil {
+		key += "L" + strings.Join(q.Locations, "\x00")
+	}
+	v, err, _ := r.availabilityReads.Do(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+		defer cancel()
+		read := sharedRead{started: time.Now()}
+		var err error
+		read.values, err = r.Live.AvailabilityList(ctx, q)
+		read.ended = time.Now()
+		return read, err
+	})
+	if err != nil {
+		return sharedRead{}, err
+	}
+	return v.(sharedRead), nil
+}
+
+// sharedReadTimeout bounds one shared availability read.
+const sharedReadTimeout = 10 * time.Second
+
+// nextTick is how long until the next multiple of interval on the wall
+// clock: every subscription with the same interval ticks at the same
+// moments, so their reads of the same SKUs coincide and are shared. The
+// multiple is the one after half an interval from now, so that a timer
+// that fires a hair before its multiple (the wall clock slewed) does not
+// tick twice around it: ticks stay at least half an interval apart.
+func nextTick(interval time.Duration) time.Duration {
+	now := time.Now()
+	return now.Add(interval / 2).Truncate(interval).Add(interval).Sub(now)
+}
+
 // pushAvailability sends first, then each tick reads the SKUs changed since
 // the last one and queues their values, until ctx or the stream ends.
 func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQuery, first []*domain.Availability, sink *availabilitySink, interval time.Duration, out chan<- *domain.Availability) {
 	defer close(out)
-	tick := time.NewTicker(interval)
+	tick := time.NewTimer(nextTick(interval))
 	defer tick.Stop()
+	// A shared read may have started before this subscription's previous
+	// read ended, and so show an older snapshot: only a read that started
+	// after the previous one ended is taken, so values never go backwards.
+	lastEnded := time.Now()
 	var queue latest[*domain.Availability]
 	sent := map[string]*domain.Availability{}
 	for _, a := range first {
@@ -113,19 +164,21 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 			queue.pop()
 			sent[next.SKU] = next
 		case <-tick.C:
+			tick.Reset(nextTick(interval))
 			changed := sink.dirty.take(q.SKUs)
 			if len(changed) == 0 {
 				continue
 			}
-			values, err := r.Live.AvailabilityList(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations})
-			if err != nil {
+			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations})
+			if err != nil || !read.started.After(lastEnded) {
 				// Read again at the next tick: the values are still owed.
 				for _, s := range changed {
 					sink.dirty.mark(s)
 				}
 				continue
 			}
-			for _, a := range values {
+			lastEnded = read.ended
+			for _, a := range read.values {
 				if a != nil && !sameAvailability(sent[a.SKU], a) {
 					queue.put(a.SKU, a)
 				}

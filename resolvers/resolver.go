@@ -7,6 +7,8 @@ package resolvers
 import (
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"inventory/domain"
 	"inventory/graph/model"
 )
@@ -36,6 +38,9 @@ type Resolver struct {
 	// PushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL: availabilityChanged
 	// sends each SKU at most once per interval; 0 is the default.
 	PushInterval time.Duration
+
+	// availabilityReads shares availabilityChanged's reads (readShared).
+	availabilityReads singleflight.Group
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the
