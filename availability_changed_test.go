@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -155,7 +156,17 @@ func checkConflated(t *testing.T, name string, updates []timedAvailability, star
 	for i := 1; i < len(updates); i++ {
 		minGap = min(minGap, updates[i].at.Sub(updates[i-1].at))
 	}
-	t.Logf("%s: 1000 changes in %s → %d updates (bound %d), smallest gap %s", name, elapsed.Round(time.Millisecond), len(updates), bound, minGap.Round(time.Millisecond))
+	// Ticks fall on wall-clock multiples of the interval (shared by every
+	// subscription), so an update's delay after its tick is how far past a
+	// multiple it arrived.
+	var delays []time.Duration
+	for _, u := range updates {
+		delays = append(delays, u.at.Sub(u.at.Truncate(interval)))
+	}
+	slices.Sort(delays)
+	t.Logf("%s: 1000 changes in %s → %d updates (bound %d), smallest gap %s; tick to delivery p50 %s, max %s", name,
+		elapsed.Round(time.Millisecond), len(updates), bound, minGap.Round(time.Millisecond),
+		delays[len(delays)/2].Round(100*time.Microsecond), delays[len(delays)-1].Round(100*time.Microsecond))
 }
 
 // TestAvailabilityChangedBurst: anonymous product pages (graphql-transport-ws,

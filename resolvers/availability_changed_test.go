@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,14 +126,21 @@ func TestAvailabilityChangesShareReads(t *testing.T) {
 	r := &Resolver{Live: src, Broker: broker, PushInterval: interval}
 	var readers sync.WaitGroup
 	last := make([]atomic.Int64, subscribers)
+	var delaysMu sync.Mutex
+	var delays []time.Duration // after its tick (a multiple of interval), of every update but the first
 	for i := range subscribers {
 		ch, err := r.availabilityChanges(ctx, domain.AvailabilityQuery{SKUs: []string{"HOT"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		readers.Go(func() {
+			<-ch // the first value: sent at once, not at a tick
 			for a := range ch {
 				last[i].Store(int64(a.Available()))
+				at := time.Now()
+				delaysMu.Lock()
+				delays = append(delays, at.Sub(at.Truncate(interval)))
+				delaysMu.Unlock()
 			}
 		})
 	}
@@ -164,6 +172,8 @@ func TestAvailabilityChangesShareReads(t *testing.T) {
 	reads := src.reads.Load() - before
 	cancel()
 	readers.Wait()
+	slices.Sort(delays)
+	t.Logf("tick to delivery over %d updates: p50 %s, p99 %s, max %s", len(delays), delays[len(delays)/2], delays[len(delays)*99/100], delays[len(delays)-1])
 	ticks := int64(elapsed/interval) + 1
 	t.Logf("%d subscribers, 200 reserves over %s: %d availability reads (%d push intervals)", subscribers, elapsed.Round(time.Millisecond), reads, ticks)
 	if reads > 2*ticks {
