@@ -524,3 +524,46 @@ func TestDocsJSAvailability(t *testing.T) {
 	}
 	t.Logf("%s:%d: the page showed:\n%s", snippet.file, snippet.line, out.String())
 }
+
+// TestAvailabilityChangedLocations: with locations, values sum over those
+// only, and a change elsewhere sends nothing.
+func TestAvailabilityChangedLocations(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("TWO", 4)
+	ts.mustData(ts.gql(ts.admin, `mutation { createLocation(input: {code: "RTM", name: "Rotterdam", priority: 2}) { userErrors { code } } }`, nil), "createLocation", new(map[string]any))
+	receive := func(loc, ref string) {
+		ts.mustData(ts.gql(ts.admin, `mutation($l: String!, $r: String!) { receiveStock(input: {sku: "TWO", location: $l, quantity: 3, reference: $r}) { userErrors { code } } }`,
+			map[string]any{"l": loc, "r": ref}), "receiveStock", new(map[string]any))
+	}
+	receive("RTM", "r1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ams := sseAvailability(t, ctx, ts.url, map[string]any{"skus": []string{"TWO"}, "locations": []string{"AMS"}})
+	all := sseAvailability(t, ctx, ts.url, map[string]any{"skus": []string{"TWO"}})
+	next := func(c <-chan timedAvailability, within time.Duration) (liveAvailability, bool) {
+		select {
+		case a, ok := <-c:
+			return a.liveAvailability, ok
+		case <-time.After(within):
+			return liveAvailability{}, false
+		}
+	}
+	if a, _ := next(ams, 5*time.Second); a.OnHand != 4 {
+		t.Fatalf("AMS only: first %+v, want 4 on hand", a)
+	}
+	if a, _ := next(all, 5*time.Second); a.OnHand != 7 {
+		t.Fatalf("every location: first %+v, want 7 on hand", a)
+	}
+	receive("RTM", "r2")
+	if a, _ := next(all, 5*time.Second); a.OnHand != 10 {
+		t.Fatalf("every location after a receipt at RTM: %+v, want 10 on hand", a)
+	}
+	if a, ok := next(ams, time.Second); ok {
+		t.Fatalf("AMS only: sent %+v for a change at RTM", a)
+	}
+	receive("AMS", "r3")
+	if a, _ := next(ams, 5*time.Second); a.OnHand != 7 {
+		t.Fatalf("AMS only after a receipt at AMS: %+v, want 7 on hand", a)
+	}
+}
