@@ -567,3 +567,34 @@ func TestAvailabilityChangedLocations(t *testing.T) {
 		t.Fatalf("AMS only after a receipt at AMS: %+v, want 7 on hand", a)
 	}
 }
+
+// TestAvailabilityChangedSpendsAnonymousBudget: each availabilityChanged
+// subscription without a token spends one read of its address's anonymous
+// budget, over WebSocket as over SSE: past it, RATE_LIMITED (socket) or 429.
+func TestAvailabilityChangedSpendsAnonymousBudget(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{"INVENTORY_RATE_LIMIT_ANONYMOUS_READS": "4"})
+	ts.seed("BUDGET", 1)
+	vars := map[string]any{"skus": []string{"BUDGET"}}
+	c := dialWS(t, ts.url, "", false) // the upgrade: one read
+	c.ack()
+	c.subscribe("1", availabilityChangedSub, vars) // two
+	c.subscribe("2", availabilityChangedSub, vars) // three
+	for _, id := range []string{"1", "2"} {
+		if got := c.outcome(id); got != "" {
+			t.Fatalf("subscription %s within the budget: %s", id, got)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if resp := openSSE(t, ctx, ts.url, "", availabilityChangedSub, vars); resp.StatusCode != 200 { // four
+		t.Fatalf("SSE within the budget: %d", resp.StatusCode)
+	}
+	c.subscribe("3", availabilityChangedSub, vars)
+	if got := c.outcome("3"); !strings.Contains(got, "RATE_LIMITED") {
+		t.Fatalf("fifth anonymous read over the socket: %q, want RATE_LIMITED", got)
+	}
+	if resp := openSSE(t, ctx, ts.url, "", availabilityChangedSub, vars); resp.StatusCode != 429 {
+		t.Fatalf("anonymous SSE past the budget: %d, want 429", resp.StatusCode)
+	}
+}
