@@ -80,6 +80,9 @@ type config struct {
 	// Subscriptions: INVENTORY_WS_MAX_SUBSCRIPTIONS (per socket) and
 	// INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER (per key or checkout, per instance).
 	Subscriptions api.SubscriptionCaps
+	// AvailabilityPushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL: how
+	// often availabilityChanged sends a SKU at most.
+	AvailabilityPushInterval time.Duration
 	// CORSOrigins is INVENTORY_CORS_ORIGINS: comma-separated origins
 	// (https://shop.example) whose pages may call the API; none by default.
 	CORSOrigins []string
@@ -240,6 +243,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg.Subscriptions = api.SubscriptionCaps{
 		PerSocket: int(min(num("INVENTORY_WS_MAX_SUBSCRIPTIONS", 20), 100_000)),
 		PerCaller: int(min(num("INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER", 200), 10_000_000)),
+		// INVENTORY_ANONYMOUS_MAX_{SOCKETS,SUBSCRIPTIONS}: per client IP.
+		AnonymousSocketsPerIP: int(min(num("INVENTORY_ANONYMOUS_MAX_SOCKETS", 100), 10_000_000)),
+		AnonymousPerIP:        int(min(num("INVENTORY_ANONYMOUS_MAX_SUBSCRIPTIONS", 200), 10_000_000)),
+	}
+	cfg.AvailabilityPushInterval = dur("INVENTORY_AVAILABILITY_PUSH_INTERVAL", 250*time.Millisecond)
+	if d := cfg.AvailabilityPushInterval; d > 0 && (d < 10*time.Millisecond || d > 10*time.Second) {
+		errs = append(errs, fmt.Errorf("INVENTORY_AVAILABILITY_PUSH_INTERVAL must be between 10ms and 10s, got %q", getenv("INVENTORY_AVAILABILITY_PUSH_INTERVAL")))
 	}
 	cfg.WSMaxInFlight = int(min(num("INVENTORY_WS_MAX_IN_FLIGHT", 10), 100_000))
 	cfg.CacheMaxAge = dur("INVENTORY_CACHE_MAX_AGE", 5*time.Second)

@@ -207,6 +207,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	router := api.NewRouter(api.Config{
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
+			Live: st, PushInterval: cfg.AvailabilityPushInterval,
 			WebhookTester: &jobs.WebhookTester{Store: st, AllowPrivate: cfg.WebhookAllowPrivate}},
 		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},
 		Ready: func(ctx context.Context) (string, error) {

@@ -53,7 +53,8 @@ func TestStockChangedOverSSE(t *testing.T) {
 }
 
 // openSSE starts a subscription over SSE (POST, Accept: text/event-stream)
-// as token; the response body is closed when the test ends.
+// as token (anonymous when empty); the response body is closed when the
+// test ends.
 func openSSE(t *testing.T, ctx context.Context, url, token, query string, vars map[string]any) *http.Response {
 	t.Helper()
 	body := mustJSON(map[string]any{"query": query, "variables": vars})
@@ -63,7 +64,9 @@ func openSSE(t *testing.T, ctx context.Context, url, token, query string, vars m
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" { // none: anonymous
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

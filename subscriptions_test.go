@@ -144,22 +144,31 @@ func TestStockChangedResume(t *testing.T) {
 	}
 }
 
-// TestSubscriptionAuth: sockets without a usable token close with 4401, a
-// checkout token asking for stock events or another checkout's reservations
-// closes with 4403 — never 1000, which clients take as "reconnect".
+// TestSubscriptionAuth: sockets with a token that does not authenticate
+// close with 4401 at connection_init; one without a token is anonymous (it
+// may watch availabilityChanged) and closes with 4401 when it asks for stock
+// events; a checkout token asking for stock events or another checkout's
+// reservations closes with 4403 — never 1000, which clients take as
+// "reconnect".
 func TestSubscriptionAuth(t *testing.T) {
 	t.Parallel()
 	ts := setup(t)
 	var tok struct{ Token string }
 	ts.mustData(ts.gql(ts.service, `mutation { issueCheckoutToken(checkoutId: "cart-A") { token } }`, nil), "issueCheckoutToken", &tok)
 
-	for name, token := range map[string]string{"no token": "", "bad key": "inv_nope", "garbage": "x.y.z"} {
+	for name, token := range map[string]string{"bad key": "inv_nope", "garbage": "x.y.z"} {
 		c := dialWS(t, ts.url, token, false)
 		if code, reason := c.closeCode(5 * time.Second); code != 4401 {
 			t.Fatalf("%s: closed with %d %q, want 4401", name, code, reason)
 		}
 	}
-	c := dialWS(t, ts.url, tok.Token, false)
+	c := dialWS(t, ts.url, "", false)
+	c.ack()
+	c.subscribe("1", stockChangedSub, nil)
+	if code, reason := c.closeCode(5 * time.Second); code != 4401 {
+		t.Fatalf("no token on stockChanged: closed with %d %q, want 4401", code, reason)
+	}
+	c = dialWS(t, ts.url, tok.Token, false)
 	c.ack()
 	c.subscribe("1", stockChangedSub, nil)
 	if code, reason := c.closeCode(5 * time.Second); code != 4403 {

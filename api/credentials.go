@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -15,12 +16,15 @@ import (
 
 // authenticateSocket authenticates a WebSocket on connection_init, from the
 // payload's Authorization (browsers cannot set headers on a WebSocket), else
-// the upgrade request's header. Every subscription needs a caller, so a socket
-// without a usable token is closed with 4401 at once; one whose token could
-// not be checked (database down) with 1013, so the client retries with it;
-// one from an address that has spent its failed authentications with 4429
-// (authGuard), its token unchecked.
-func authenticateSocket(guard *authGuard) transport.WebsocketInitFunc {
+// the upgrade request's header. A socket without a token is anonymous, as
+// an HTTP request without one: it may subscribe to availabilityChanged (and
+// run what anonymous callers may), and its address may hold anon.max such
+// sockets (4429 past it); any other subscription on it closes it with 4401.
+// A socket whose token does not authenticate is closed with 4401 at once;
+// one whose token could not be checked (database down) with 1013, so the
+// client retries with it; one from an address that has spent its failed
+// authentications with 4429 (authGuard), its token unchecked.
+func authenticateSocket(guard *authGuard, anon *anonymousSockets) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		actor := domain.ActorFrom(ctx)
 		recheck := auth.RecheckFrom(ctx)
@@ -34,13 +38,18 @@ func authenticateSocket(guard *authGuard) transport.WebsocketInitFunc {
 				return transport.WithWebsocketCloseCode(ctx, socket.CloseTryAgain), nil, errors.New("authentication unavailable, try again")
 			}
 		}
-		if actor.Role == domain.RoleAnonymous {
-			reason := "a token is required: send {\"Authorization\": \"Bearer <token>\"} in connection_init"
-			if actor.TokenProblem != "" {
-				reason = actor.TokenProblem
-			}
+		if actor.Role == domain.RoleAnonymous && actor.TokenProblem != "" {
+			reason := actor.TokenProblem
 			ctx = transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, socket.CloseUnauthenticated), reason)
 			return ctx, nil, errors.New(reason)
+		}
+		if actor.Role == domain.RoleAnonymous {
+			if !anon.acquire(ctx) {
+				reason := fmt.Sprintf("this address already has %d WebSockets without a token open (INVENTORY_ANONYMOUS_MAX_SOCKETS)", anon.max)
+				ctx = transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, socket.CloseTooManyFailures), reason)
+				return ctx, nil, errors.New(reason)
+			}
+			return domain.WithActor(ctx, actor), nil, nil
 		}
 		if recheck != nil {
 			watchCredential(ctx, actor, recheck, credentialRecheckInterval, func(reason string) {

@@ -49,7 +49,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 		// from the CORS origins (exact "scheme://host[:port]" patterns).
 		Implementation:        socket.Implementation{CoderWebsocketImplementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}}},
 		InitTimeout:           cfg.InitTimeout,
-		InitFunc:              authenticateSocket(authn),
+		InitFunc:              authenticateSocket(authn, newAnonymousSockets(cfg.Subscriptions.AnonymousSocketsPerIP)),
 		KeepAlivePingInterval: cfg.KeepAlive,
 		PingPongInterval:      cfg.KeepAlive,
 	})

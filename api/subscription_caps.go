@@ -19,6 +19,12 @@ import (
 type SubscriptionCaps struct {
 	PerSocket int // on one WebSocket
 	PerCaller int // of one key or checkout, over all its sockets and SSE streams
+	// AnonymousPerIP bounds the subscriptions without a token of one client
+	// address (IPv6 by /64), over all its sockets and SSE streams.
+	AnonymousPerIP int
+	// AnonymousSocketsPerIP bounds the WebSockets without a token one client
+	// address holds open (anonymousSockets).
+	AnonymousSocketsPerIP int
 }
 
 // subscriptionLimiter counts live subscriptions per caller and refuses one
@@ -45,10 +51,16 @@ func (l *subscriptionLimiter) around(ctx context.Context, next graphql.Operation
 	if !ok {
 		return refuse(fmt.Sprintf("this WebSocket already has %d live subscriptions (INVENTORY_WS_MAX_SUBSCRIPTIONS); complete one first", l.caps.PerSocket))
 	}
-	caller := domain.ActorFrom(ctx).Name
-	if !l.acquire(caller) {
+	// Anonymous callers have no name: each client address is one caller,
+	// with a cap of its own.
+	actor := domain.ActorFrom(ctx)
+	caller, limit, setting := "caller:"+actor.Name, l.caps.PerCaller, "INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER"
+	if actor.Role == domain.RoleAnonymous {
+		caller, limit, setting = ipKey(ctx), l.caps.AnonymousPerIP, "INVENTORY_ANONYMOUS_MAX_SUBSCRIPTIONS"
+	}
+	if !l.acquire(caller, limit) {
 		releaseSocket()
-		return refuse(fmt.Sprintf("this caller already has %d live subscriptions on this instance (INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER)", l.caps.PerCaller))
+		return refuse(fmt.Sprintf("this caller already has %d live subscriptions on this instance (%s)", limit, setting))
 	}
 	var once sync.Once
 	release := func() { once.Do(func() { releaseSocket(); l.release(caller) }) }
@@ -65,13 +77,13 @@ func (l *subscriptionLimiter) around(ctx context.Context, next graphql.Operation
 	}
 }
 
-func (l *subscriptionLimiter) acquire(caller string) bool {
-	if l.caps.PerCaller <= 0 {
+func (l *subscriptionLimiter) acquire(caller string, limit int) bool {
+	if limit <= 0 {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.byCaller[caller] >= l.caps.PerCaller {
+	if l.byCaller[caller] >= limit {
 		return false
 	}
 	l.byCaller[caller]++
@@ -79,9 +91,6 @@ func (l *subscriptionLimiter) acquire(caller string) bool {
 }
 
 func (l *subscriptionLimiter) release(caller string) {
-	if l.caps.PerCaller <= 0 {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byCaller[caller]--; l.byCaller[caller] <= 0 {

@@ -257,8 +257,9 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		ReservationChanged func(childComplexity int, checkoutID string) int
-		StockChanged       func(childComplexity int, skus []string, locations []string, after *int64) int
+		AvailabilityChanged func(childComplexity int, skus []string, locations []string) int
+		ReservationChanged  func(childComplexity int, checkoutID string) int
+		StockChanged        func(childComplexity int, skus []string, locations []string, after *int64) int
 	}
 
 	UserError struct {
@@ -362,6 +363,7 @@ type QueryResolver interface {
 type SubscriptionResolver interface {
 	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
 	ReservationChanged(ctx context.Context, checkoutID string) (<-chan *domain.Reservation, error)
+	AvailabilityChanged(ctx context.Context, skus []string, locations []string) (<-chan *domain.Availability, error)
 }
 type WebhookDeliveryResolver interface {
 	ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error)
@@ -1379,6 +1381,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StockEvent.Seq(childComplexity), true
 
+	case "Subscription.availabilityChanged":
+		if e.ComplexityRoot.Subscription.AvailabilityChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_availabilityChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AvailabilityChanged(childComplexity, args["skus"].([]string), args["locations"].([]string)), true
 	case "Subscription.reservationChanged":
 		if e.ComplexityRoot.Subscription.ReservationChanged == nil {
 			break
@@ -2330,6 +2343,16 @@ type Subscription {
   stockChanged(skus: [String!], locations: [String!], after: Int64): StockEvent!
   "Owner checkout, service or admin: the checkout's reservations each time one changes status (e.g. EXPIRED)."
   reservationChanged(checkoutId: String!): Reservation!
+  """
+  Anyone, anonymous included: live stock for product pages. First the current value of each SKU (one message
+  per SKU, in the order asked), then its latest value whenever it changes, conflated to at most one message per
+  SKU per push interval (INVENTORY_AVAILABILITY_PUSH_INTERVAL, 250 ms by default): a burst of changes is one
+  message carrying the newest value, and a value never follows a newer one. A subscriber that reads slowly is
+  not cut off: it gets the latest value when it catches up. 1 to 100 SKUs; an unknown SKU (availability would
+  answer null for it) refuses the subscription with BAD_REQUEST, userErrorCode UNKNOWN_SKU, naming it.
+  locations: sum over these only, as availability.
+  """
+  availabilityChanged(skus: [String!]!, locations: [String!]): Availability!
 }
 `, BuiltIn: false},
 }
@@ -3414,6 +3437,28 @@ func (ec *executionContext) field_Query_webhookDeliveries_args(ctx context.Conte
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_availabilityChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "skus",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["skus"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "locations",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["locations"] = arg1
 	return args, nil
 }
 
@@ -7714,6 +7759,50 @@ func (ec *executionContext) fieldContext_Subscription_reservationChanged(ctx con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_reservationChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_availabilityChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_availabilityChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AvailabilityChanged(ctx, fc.Args["skus"].([]string), fc.Args["locations"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Availability) graphql.Marshaler {
+			return ec.marshalNAvailability2ᚖinventoryᚋdomainᚐAvailability(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_availabilityChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Availability(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_availabilityChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -12184,6 +12273,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_stockChanged(ctx, fields[0])
 	case "reservationChanged":
 		return ec._Subscription_reservationChanged(ctx, fields[0])
+	case "availabilityChanged":
+		return ec._Subscription_availabilityChanged(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -12933,6 +13024,14 @@ func (ec *executionContext) marshalNAvailability2ᚕᚖinventoryᚋdomainᚐAvai
 	})
 
 	return ret
+}
+
+func (ec *executionContext) marshalNAvailability2ᚖinventoryᚋdomainᚐAvailability(ctx context.Context, sel ast.SelectionSet, v *domain.Availability) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Availability!")
+		return graphql.Null
+	}
+	return ec._Availability(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNBalance2inventoryᚋdomainᚐBalance(ctx context.Context, sel ast.SelectionSet, v domain.Balance) graphql.Marshaler {

@@ -7,6 +7,8 @@ package resolvers
 import (
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"inventory/domain"
 	"inventory/graph/model"
 )
@@ -31,6 +33,14 @@ type Resolver struct {
 	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
+	// Live is where availabilityChanged reads values (the store).
+	Live AvailabilitySource
+	// PushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL: availabilityChanged
+	// sends each SKU at most once per interval; 0 is the default.
+	PushInterval time.Duration
+
+	// availabilityReads shares availabilityChanged's reads (readShared).
+	availabilityReads singleflight.Group
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the

@@ -412,6 +412,18 @@ func (r *subscriptionResolver) ReservationChanged(ctx context.Context, checkoutI
 	return subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID)), nil
 }
 
+// AvailabilityChanged is the resolver for the availabilityChanged field.
+func (r *subscriptionResolver) AvailabilityChanged(ctx context.Context, skus []string, locations []string) (<-chan *domain.Availability, error) {
+	if err := auth.Authorize(ctx, auth.ReadCatalog); err != nil {
+		return nil, err
+	}
+	q, err := availabilityChangedQuery(skus, locations)
+	if err != nil {
+		return nil, err
+	}
+	return r.availabilityChanges(ctx, q)
+}
+
 // ID is the resolver for the id field.
 func (r *webhookDeliveryResolver) ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error) {
 	return strconv.FormatInt(obj.ID, 10), nil

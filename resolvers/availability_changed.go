@@ -1,0 +1,237 @@
+package resolvers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"inventory/domain"
+)
+
+// MaxAvailabilityChangedSKUs bounds one availabilityChanged subscription: a
+// product page (or a listing) watches a handful of SKUs, and each one costs
+// a read per push interval while it changes.
+const MaxAvailabilityChangedSKUs = 100
+
+// DefaultAvailabilityPushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL's
+// default: how often a changed SKU's value is pushed at most.
+const DefaultAvailabilityPushInterval = 250 * time.Millisecond
+
+// AvailabilitySource is where availabilityChanged reads its values: the
+// store today (store.Store is one); an instance's in-memory copy of the
+// balances can take its place, as long as its reads never go backwards.
+type AvailabilitySource interface {
+	// StockEventsLatest is the newest published seq: every change with a
+	// higher seq is yet to arrive on the event stream.
+	StockEventsLatest(ctx context.Context) (int64, error)
+	// AvailabilityList reads each SKU's current value, nil for an unknown one.
+	AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error)
+}
+
+// availabilityChangedQuery validates the subscription's arguments and drops
+// repeated SKUs (one message per SKU).
+func availabilityChangedQuery(skus, locations []string) (domain.AvailabilityQuery, error) {
+	q := domain.AvailabilityQuery{Locations: locations}
+	for _, s := range skus {
+		if !slices.Contains(q.SKUs, s) {
+			q.SKUs = append(q.SKUs, s)
+		}
+	}
+	switch {
+	case len(q.SKUs) == 0:
+		return q, domain.Limitf("availabilityChanged needs at least one SKU")
+	case len(q.SKUs) > MaxAvailabilityChangedSKUs:
+		return q, domain.Limitf("availabilityChanged accepts at most %d SKUs per subscription, got %d", MaxAvailabilityChangedSKUs, len(q.SKUs))
+	}
+	return q, q.Validate()
+}
+
+// availabilityChanges starts one availabilityChanged subscription. The
+// stream is joined at the newest published seq read before the first
+// values are: every change those values miss has a higher seq, so it
+// arrives and marks its SKU changed. Events only mark SKUs (never
+// blocking the stream, so a slow reader is never cut off); every push
+// interval the changed SKUs are read again, and each read is later than the
+// one before, so a value never follows a newer one. Values waiting to be
+// sent are replaced by newer ones, one per SKU (latest).
+func (r *Resolver) availabilityChanges(ctx context.Context, q domain.AvailabilityQuery) (<-chan *domain.Availability, error) {
+	after, err := r.Live.StockEventsLatest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("availabilityChanged: %w", err)
+	}
+	first, err := r.Live.AvailabilityList(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("availabilityChanged: %w", err)
+	}
+	var unknown []string
+	for i, a := range first {
+		if a == nil {
+			unknown = append(unknown, q.SKUs[i])
+		}
+	}
+	if len(unknown) > 0 {
+		e := domain.Errorf(domain.CodeUnknownSKU, "unknown SKU %s: availabilityChanged watches existing SKUs only", strings.Join(unknown, ", "))
+		e.SKU = unknown[0]
+		return nil, e
+	}
+	sink := newAvailabilitySink(q)
+	r.Broker.SubscribeStockEvents(ctx, &after, sink, subscriptionEnded(ctx))
+	out := make(chan *domain.Availability)
+	interval := r.PushInterval
+	if interval <= 0 {
+		interval = DefaultAvailabilityPushInterval
+	}
+	go r.pushAvailability(ctx, q, first, sink, interval, out)
+	return out, nil
+}
+
+// sharedRead is one availability read that subscriptions asking the same
+// thing at the same tick share (Resolver.availabilityReads): the product
+// pages of one hot SKU cost one read per push interval between them.
+type sharedRead struct {
+	started time.Time // before the read was sent: its snapshot is later
+	ended   time.Time // after its answer: a later read's snapshot is later
+	values  []*domain.Availability
+}
+
+// readShared reads q, sharing the read with every subscription that asks
+// for the same SKUs and locations while it runs. The read is not bound to
+// the subscription that happens to start it (it may leave), only to
+// sharedReadTimeout.
+func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery) (sharedRead, error) {
+	key := strings.Join(q.SKUs, "\x00") + "\x01"
+	if q.Locations != nil {
+		key += "L" + strings.Join(q.Locations, "\x00")
+	}
+	v, err, _ := r.availabilityReads.Do(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+		defer cancel()
+		read := sharedRead{started: time.Now()}
+		var err error
+		read.values, err = r.Live.AvailabilityList(ctx, q)
+		read.ended = time.Now()
+		return read, err
+	})
+	if err != nil {
+		return sharedRead{}, err
+	}
+	return v.(sharedRead), nil
+}
+
+// sharedReadTimeout bounds one shared availability read.
+const sharedReadTimeout = 10 * time.Second
+
+// nextTick is how long until the next multiple of interval on the wall
+// clock: every subscription with the same interval ticks at the same
+// moments, so their reads of the same SKUs coincide and are shared. The
+// multiple is the one after half an interval from now, so that a timer
+// that fires a hair before its multiple (the wall clock slewed) does not
+// tick twice around it: ticks stay at least half an interval apart.
+func nextTick(interval time.Duration) time.Duration {
+	now := time.Now()
+	return now.Add(interval / 2).Truncate(interval).Add(interval).Sub(now)
+}
+
+// pushAvailability sends first, then each tick reads the SKUs changed since
+// the last one and queues their values, until ctx or the stream ends.
+func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQuery, first []*domain.Availability, sink *availabilitySink, interval time.Duration, out chan<- *domain.Availability) {
+	defer close(out)
+	tick := time.NewTimer(nextTick(interval))
+	defer tick.Stop()
+	// A shared read may have started before this subscription's previous
+	// read ended, and so show an older snapshot: only a read that started
+	// after the previous one ended is taken, so values never go backwards.
+	lastEnded := time.Now()
+	var queue latest[*domain.Availability]
+	sent := map[string]*domain.Availability{}
+	for _, a := range first {
+		queue.put(a.SKU, a)
+	}
+	for {
+		var send chan<- *domain.Availability // nil (never ready) while nothing waits
+		next, waiting := queue.peek()
+		if waiting {
+			send = out
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sink.closed: // the stream ended; subscriptionEnded said why
+			return
+		case send <- next:
+			queue.pop()
+			sent[next.SKU] = next
+		case <-tick.C:
+			tick.Reset(nextTick(interval))
+			changed := sink.dirty.take(q.SKUs)
+			if len(changed) == 0 {
+				continue
+			}
+			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations})
+			if err != nil || !read.started.After(lastEnded) {
+				// Read again at the next tick: the values are still owed.
+				for _, s := range changed {
+					sink.dirty.mark(s)
+				}
+				continue
+			}
+			lastEnded = read.ended
+			for _, a := range read.values {
+				if a != nil && !sameAvailability(sent[a.SKU], a) {
+					queue.put(a.SKU, a)
+				}
+			}
+		}
+	}
+}
+
+// availabilitySink is the stream's end of one availabilityChanged
+// subscription: it marks the watched SKUs that an event touches, at once.
+type availabilitySink struct {
+	skus      map[string]bool
+	locations map[string]bool // nil: every location
+	dirty     dirtySet
+	closed    chan struct{}
+}
+
+func newAvailabilitySink(q domain.AvailabilityQuery) *availabilitySink {
+	s := &availabilitySink{skus: map[string]bool{}, closed: make(chan struct{})}
+	for _, k := range q.SKUs {
+		s.skus[k] = true
+	}
+	if q.Locations != nil {
+		s.locations = map[string]bool{}
+		for _, l := range q.Locations {
+			s.locations[l] = true
+		}
+	}
+	return s
+}
+
+// Deliver implements domain.StockEventSink; it never waits.
+func (s *availabilitySink) Deliver(_ context.Context, e domain.StockEvent, _ <-chan struct{}, _ func() <-chan time.Time) (domain.Delivery, error) {
+	if s.skus[e.SKU] && (s.locations == nil || s.locations[e.Location]) {
+		s.dirty.mark(e.SKU)
+	}
+	return domain.Delivered, nil
+}
+
+// Close implements domain.StockEventSink.
+func (s *availabilitySink) Close() { close(s.closed) }
+
+// sameAvailability: b shows nothing a has not shown (a nil: nothing sent).
+func sameAvailability(a, b *domain.Availability) bool {
+	if a == nil || len(a.Locations) != len(b.Locations) {
+		return false
+	}
+	for i, x := range a.Locations {
+		y := b.Locations[i]
+		if x.Location != y.Location || x.OnHand != y.OnHand || x.Reserved != y.Reserved ||
+			x.PendingSupply != y.PendingSupply || x.Preordered != y.Preordered || !x.UpdatedAt.Equal(y.UpdatedAt) {
+			return false
+		}
+	}
+	return true
+}
