@@ -1,0 +1,124 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// getFrom sends an anonymous GET /graphql?params to base with headers
+// (name, value pairs).
+func getFrom(t *testing.T, base string, params url.Values, headers ...string) getAnswer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/graphql?"+params.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return getAnswer{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// etagSeq is the seq of an ETag "s<seq>-<hash>", -1 for another kind.
+func etagSeq(etag string) int64 {
+	rest, ok := strings.CutPrefix(etag, `"s`)
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(rest[:max(strings.IndexByte(rest, '-'), 0)], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestAvailabilityETagIsTheSeqOnEveryInstance: availability answered from
+// each instance's in-memory copy is tagged with the highest seq of the
+// balances it answers, the same on two instances; a change to another
+// balance leaves the tag (and 304) alone, a change to one it answers moves
+// it, on both instances, within the copy's bound.
+func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 5)
+	ts.seed("CABLE", 2)
+	ts.seed("OTHER", 3)
+	second, _ := ts.startInstance()
+	waitUntil(t, 15*time.Second, "the second instance to be ready", func() bool { return probeReady(t, second) })
+	q := url.Values{"query": {`{ availability(skus: ["HP", "CABLE"]) { sku available } }`}}
+	seqOf := func(sku string) int64 {
+		var s int64
+		if err := ts.db.QueryRow(t.Context(), `SELECT coalesce(max(e.seq), 0) FROM stock_events e JOIN skus s ON s.id = e.sku_id WHERE s.code = ANY($1)`,
+			strings.Split(sku, ",")).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// tagsAt waits until both instances answer with the newest published
+	// seq of skus, and returns their (equal) tag.
+	tagsAt := func(what string, skus string) string {
+		t.Helper()
+		var tags [2]string
+		var want int64
+		defer func() {
+			if t.Failed() {
+				t.Logf("last tags %q, want seq %d", tags, want)
+			}
+		}()
+		waitUntil(t, 5*time.Second, what, func() bool {
+			want = seqOf(skus) // once the relay published the change
+			for i, base := range []string{ts.url, second} {
+				a := getFrom(t, base, q)
+				if a.status != http.StatusOK {
+					t.Fatalf("%s: %d %s", base, a.status, a.body)
+				}
+				tags[i] = a.header.Get("ETag")
+			}
+			return etagSeq(tags[0]) == want && tags[0] == tags[1]
+		})
+		return tags[0]
+	}
+	etag := tagsAt("both instances to answer from memory at the seq of HP and CABLE", "HP,CABLE")
+
+	// Another balance moves: the tag stays, 304 on either instance.
+	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c1", "k1", "OTHER", 1))); err != nil || p.Reservation == nil {
+		t.Fatalf("reserve: %+v %v", p, err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the relay's tick: the copies have the event
+	for _, base := range []string{ts.url, second} {
+		if a := getFrom(t, base, q, "If-None-Match", etag); a.status != http.StatusNotModified || a.header.Get("ETag") != etag {
+			t.Fatalf("%s after a reserve of another SKU: %d, ETag %q (was %q)", base, a.status, a.header.Get("ETag"), etag)
+		}
+	}
+
+	// HP moves: a new tag, its seq HP's new event, on both instances.
+	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c2", "k1", "HP", 1))); err != nil || p.Reservation == nil {
+		t.Fatalf("reserve: %+v %v", p, err)
+	}
+	moved := tagsAt("both instances to move the tag to HP's new event", "HP,CABLE")
+	if moved == etag {
+		t.Fatalf("the tag did not change: %q", moved)
+	}
+	for _, base := range []string{ts.url, second} {
+		if a := getFrom(t, base, q, "If-None-Match", etag); a.status != http.StatusOK || !strings.Contains(string(a.body), `"available":4`) {
+			t.Fatalf("%s with the old tag after HP moved: %d %s", base, a.status, a.body)
+		}
+		if a := getFrom(t, base, q, "If-None-Match", moved); a.status != http.StatusNotModified {
+			t.Fatalf("%s with the new tag: %d", base, a.status)
+		}
+	}
+}
