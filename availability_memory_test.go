@@ -68,9 +68,9 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 		}
 		return s
 	}
-	// tagsAt waits until both instances answer with the newest published
-	// seq of skus, and returns their (equal) tag.
-	tagsAt := func(what string, skus string) string {
+	// tagsAt waits until the newest published seq of skus is past after and
+	// both instances answer with it, and returns their (equal) tag.
+	tagsAt := func(what string, skus string, after int64) string {
 		t.Helper()
 		var tags [2]string
 		var want int64
@@ -88,11 +88,11 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 				}
 				tags[i] = a.header.Get("ETag")
 			}
-			return etagSeq(tags[0]) == want && tags[0] == tags[1]
+			return want > after && etagSeq(tags[0]) == want && tags[0] == tags[1]
 		})
 		return tags[0]
 	}
-	etag := tagsAt("both instances to answer from memory at the seq of HP and CABLE", "HP,CABLE")
+	etag := tagsAt("both instances to answer from memory at the seq of HP and CABLE", "HP,CABLE", 0)
 
 	// Another balance moves: the tag stays, 304 on either instance.
 	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c1", "k1", "OTHER", 1))); err != nil || p.Reservation == nil {
@@ -109,7 +109,7 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c2", "k1", "HP", 1))); err != nil || p.Reservation == nil {
 		t.Fatalf("reserve: %+v %v", p, err)
 	}
-	moved := tagsAt("both instances to move the tag to HP's new event", "HP,CABLE")
+	moved := tagsAt("both instances to move the tag to HP's new event", "HP,CABLE", etagSeq(etag))
 	if moved == etag {
 		t.Fatalf("the tag did not change: %q", moved)
 	}

@@ -43,7 +43,9 @@ type Store interface {
 // the stream's LISTEN connection was re-established (events may then have
 // waited for the next poll). events.Broker is one.
 type Stream interface {
-	domain.StockEventStream
+	// FollowStockEvents is domain.StockEventStream's SubscribeStockEvents,
+	// not counted as a live subscription.
+	FollowStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error))
 	ListenGeneration() int64
 }
 
@@ -90,6 +92,11 @@ type balance struct {
 type sku struct {
 	code     string
 	balances []*balance
+	// learned is when a catalog read that found this SKU ended (zero
+	// when it came with the load or an event): until the copy has caught
+	// up past it, the SKU's balances (changes committed before that read)
+	// may not have reached the copy yet, and the database answers for it.
+	learned time.Time
 }
 
 type probe struct {
@@ -105,15 +112,16 @@ type Copy struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mu        sync.RWMutex
-	ready     bool // loaded and following the stream
-	skus      map[string]*sku
-	locations map[string]int // priority by code
-	applied   int64          // newest seq applied
-	caughtUp  time.Time      // see probe
-	probes    []probe        // measured heads not yet applied, ascending
-	dirty     map[[2]string]struct{}
-	changed   chan struct{} // closed (and replaced) whenever a balance changes
+	mu               sync.RWMutex
+	ready            bool // loaded and following the stream
+	skus             map[string]*sku
+	locations        map[string]int       // priority by code
+	learnedLocations map[string]time.Time // as sku.learned, for locations a catalog read found
+	applied          int64                // newest seq applied
+	caughtUp         time.Time            // see probe
+	probes           []probe              // measured heads not yet applied, ascending
+	dirty            map[[2]string]struct{}
+	changed          chan struct{} // closed (and replaced) whenever a balance changes
 
 	reload  chan struct{} // a gap, an unknown location, a reconnect
 	catalog chan struct{} // a query named an unknown code
@@ -193,6 +201,10 @@ func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq 
 				c.unknown()
 				return nil, 0, false
 			}
+			if at, learned := c.learnedLocations[l]; learned && c.caughtUp.Before(at) {
+				c.fallbacks.Add(1)
+				return nil, 0, false
+			}
 			filter[l] = true
 		}
 	}
@@ -209,6 +221,10 @@ func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq 
 		s := c.skus[code]
 		if s == nil {
 			c.unknown()
+			return nil, 0, false
+		}
+		if !s.learned.IsZero() && c.caughtUp.Before(s.learned) {
+			c.fallbacks.Add(1)
 			return nil, 0, false
 		}
 		a := &domain.Availability{SKU: s.code, Locations: make([]domain.Balance, 0, len(s.balances))}
@@ -300,7 +316,7 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 	ended := make(chan error, 1)
 	closed := make(chan struct{})
 	after := snap.Seq
-	c.stream.SubscribeStockEvents(subCtx, &after, &sink{c: c, closed: closed}, func(err error) { ended <- err })
+	c.stream.FollowStockEvents(subCtx, &after, &sink{c: c, closed: closed}, func(err error) { ended <- err })
 	probe := time.NewTicker(c.cfg.ProbeInterval)
 	defer probe.Stop()
 	for {
@@ -387,6 +403,7 @@ func (c *Copy) install(snap domain.AvailabilitySnapshot) {
 	}
 	c.mu.Lock()
 	c.skus, c.locations, c.applied = skus, locations, snap.Seq
+	c.learnedLocations = map[string]time.Time{}
 	c.caughtUp = time.Now().Add(-snap.Lag)
 	c.ready, c.probes = true, nil
 	c.gen++
@@ -528,6 +545,7 @@ func (c *Copy) readCatalog(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	read := time.Now() // every change committed before the catalog's snapshot was committed before this
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
@@ -536,11 +554,12 @@ func (c *Copy) readCatalog(ctx context.Context) {
 	for _, l := range locations {
 		if _, known := c.locations[l.Code]; !known {
 			c.locations[l.Code] = l.Priority
+			c.learnedLocations[l.Code] = read
 		}
 	}
 	for _, code := range skus {
 		if c.skus[code] == nil {
-			c.skus[code] = &sku{code: code}
+			c.skus[code] = &sku{code: code, learned: read}
 		}
 	}
 }

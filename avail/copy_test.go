@@ -375,3 +375,41 @@ func TestCopyLearnsNewCatalog(t *testing.T) {
 	}
 	b.requireAgrees(t, "after the first receipt at a new location", in.copy, []string{"M"})
 }
+
+// A SKU the copy learns from the catalog (a query named it) while the
+// event of its first receipt is not yet published is not answered as
+// having no stock: the database answers until the copy has caught up past
+// that catalog read.
+func TestCopyNeverAnswersACatalogSKUBeforeItsEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Catalog(t, domain.KindQuantity, []string{"A"}, "L")
+	in := b.instance(t, avail.Config{MaxLag: time.Minute, CatalogInterval: 10 * time.Millisecond})
+	waitFor(t, 10*time.Second, "the copy to answer", func() bool {
+		_, _, ok := in.copy.Get(domain.AvailabilityQuery{SKUs: []string{"A"}})
+		return ok
+	})
+	tx, err := b.Pool.Begin(b.Ctx) // stall the relay
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.Ctx) }()
+	if _, err := tx.Exec(b.Ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x1_4E5E_47_E7E7)); err != nil {
+		t.Fatal(err)
+	}
+	b.Catalog(t, domain.KindQuantity, []string{"X"})
+	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "X", Location: "L", Quantity: 5, Reference: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	q := domain.AvailabilityQuery{SKUs: []string{"X"}}
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if got, _, ok := in.copy.Get(q); ok && (len(got[0].Locations) != 1 || got[0].OnHand() != 5) {
+			t.Fatalf("the copy answered X as %+v before its receipt's event reached it; the database has 5 on hand", *got[0])
+		}
+	}
+	_ = tx.Rollback(b.Ctx)
+	waitFor(t, 5*time.Second, "the copy to answer X", func() bool {
+		got, _, ok := in.copy.Get(q)
+		return ok && got[0].OnHand() == 5
+	})
+}

@@ -328,6 +328,17 @@ var _ domain.StockEventStream = (*Broker)(nil)
 // *domain.ErrSubscriberStalled, and every subscription ends with
 // *domain.ErrStreamStopped when Run ends.
 func (b *Broker) SubscribeStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error)) {
+	b.subscribe(ctx, after, sink, done, true)
+}
+
+// FollowStockEvents is SubscribeStockEvents for a reader inside this
+// instance (the availability copy): the same stream, not counted among the
+// live subscriptions that /metrics reports.
+func (b *Broker) FollowStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error)) {
+	b.subscribe(ctx, after, sink, done, false)
+}
+
+func (b *Broker) subscribe(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error), counted bool) {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	select {
@@ -343,10 +354,14 @@ func (b *Broker) SubscribeStockEvents(ctx context.Context, after *int64, sink do
 	default:
 	}
 	b.subs.Add(1)
-	b.subscribers.Add(1)
+	if counted {
+		b.subscribers.Add(1)
+	}
 	go func() {
 		defer b.subs.Done()
-		defer b.subscribers.Add(-1)
+		if counted {
+			defer b.subscribers.Add(-1)
+		}
 		defer sink.Close()
 		err := b.stream(ctx, after, sink)
 		var stalled *domain.ErrSubscriberStalled
