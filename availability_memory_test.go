@@ -33,25 +33,21 @@ func getFrom(t *testing.T, base string, params url.Values, headers ...string) ge
 	return getAnswer{status: resp.StatusCode, header: resp.Header, body: body}
 }
 
-// etagSeq is the seq of an ETag "s<seq>-<hash>", -1 for another kind.
-func etagSeq(etag string) int64 {
-	rest, ok := strings.CutPrefix(etag, `"s`)
-	if !ok {
-		return -1
-	}
-	n, err := strconv.ParseInt(rest[:max(strings.IndexByte(rest, '-'), 0)], 10, 64)
+// stockSeq is an answer's X-Stock-Seq, -1 without one.
+func stockSeq(a getAnswer) int64 {
+	n, err := strconv.ParseInt(a.header.Get("X-Stock-Seq"), 10, 64)
 	if err != nil {
 		return -1
 	}
 	return n
 }
 
-// TestAvailabilityETagIsTheSeqOnEveryInstance: availability answered from
-// each instance's in-memory copy is tagged with the highest seq of the
-// balances it answers, the same on two instances; a change to another
-// balance leaves the tag (and 304) alone, a change to one it answers moves
-// it, on both instances, within the copy's bound.
-func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
+// TestAvailabilitySeqAndETagOnEveryInstance: availability answered from
+// each instance's in-memory copy carries X-Stock-Seq, the highest seq of
+// the balances it answers, and the same ETag on two instances; a change to
+// another balance leaves both (and 304) alone, a change to one it answers
+// moves both, on both instances, within the copy's bound.
+func TestAvailabilitySeqAndETagOnEveryInstance(t *testing.T) {
 	t.Parallel()
 	ts := setup(t)
 	ts.seed("HP", 5)
@@ -73,10 +69,11 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 	tagsAt := func(what string, skus string, after int64) string {
 		t.Helper()
 		var tags [2]string
+		var seqs [2]int64
 		var want int64
 		defer func() {
 			if t.Failed() {
-				t.Logf("last tags %q, want seq %d", tags, want)
+				t.Logf("last tags %q, seqs %v, want seq %d", tags, seqs, want)
 			}
 		}()
 		waitUntil(t, 5*time.Second, what, func() bool {
@@ -86,13 +83,14 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 				if a.status != http.StatusOK {
 					t.Fatalf("%s: %d %s", base, a.status, a.body)
 				}
-				tags[i] = a.header.Get("ETag")
+				tags[i], seqs[i] = a.header.Get("ETag"), stockSeq(a)
 			}
-			return want > after && etagSeq(tags[0]) == want && tags[0] == tags[1]
+			return want > after && seqs[0] == want && seqs[1] == want && tags[0] == tags[1]
 		})
 		return tags[0]
 	}
 	etag := tagsAt("both instances to answer from memory at the seq of HP and CABLE", "HP,CABLE", 0)
+	seq := seqOf("HP,CABLE")
 
 	// Another balance moves: the tag stays, 304 on either instance.
 	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c1", "k1", "OTHER", 1))); err != nil || p.Reservation == nil {
@@ -100,8 +98,8 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // past the relay's tick: the copies have the event
 	for _, base := range []string{ts.url, second} {
-		if a := getFrom(t, base, q, "If-None-Match", etag); a.status != http.StatusNotModified || a.header.Get("ETag") != etag {
-			t.Fatalf("%s after a reserve of another SKU: %d, ETag %q (was %q)", base, a.status, a.header.Get("ETag"), etag)
+		if a := getFrom(t, base, q, "If-None-Match", etag); a.status != http.StatusNotModified || a.header.Get("ETag") != etag || stockSeq(a) != seq {
+			t.Fatalf("%s after a reserve of another SKU: %d, ETag %q (was %q), X-Stock-Seq %d (was %d)", base, a.status, a.header.Get("ETag"), etag, stockSeq(a), seq)
 		}
 	}
 
@@ -109,7 +107,7 @@ func TestAvailabilityETagIsTheSeqOnEveryInstance(t *testing.T) {
 	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c2", "k1", "HP", 1))); err != nil || p.Reservation == nil {
 		t.Fatalf("reserve: %+v %v", p, err)
 	}
-	moved := tagsAt("both instances to move the tag to HP's new event", "HP,CABLE", etagSeq(etag))
+	moved := tagsAt("both instances to move the tag to HP's new event", "HP,CABLE", seq)
 	if moved == etag {
 		t.Fatalf("the tag did not change: %q", moved)
 	}

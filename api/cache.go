@@ -38,17 +38,18 @@ const maxCachedResponseBytes = 1 << 20
 //   - every GET answer carries Vary: Authorization, Cookie.
 //
 // The ETag is the SHA-256 of the answer's body and Content-Type: nothing
-// moved, same bytes, same ETag (on every instance, with no extra query), and
-// any change to a balance read changes the bytes. When every root field was
+// moved, same bytes, same ETag (on every instance, with no extra query, and
+// whether the instance's in-memory copy or the database answered), and any
+// change to a balance read changes the bytes. When every root field was
 // availability answered from the in-memory copy (which knows exactly which
-// events it reflects), the tag also leads with the highest stock event seq
-// of the balances answered, "s<seq>-<hash>": a client or CDN can order two
-// answers by it, and it moves exactly when one of those balances does. The
-// hash stays in it because a balance's pending supply and pre-ordered count
-// reach the copy just after the event that changed them (events do not carry
-// them), so a seq alone could confirm (304) a copy from before that; and a
-// database answer (the copy stale or loading) has no exact seq, a change
-// committing to its balance before the relay gives its event one.
+// events it reflects), the answer also carries X-Stock-Seq: the highest
+// stock event seq of the balances answered, so a client or CDN can order two
+// answers. It is not put in the ETag: an answer read from the database (the
+// copy stale, loading, or not yet knowing a new SKU) has no exact seq (a
+// change commits before the relay gives it one), so the same bytes would get
+// two tags and revalidation would fail for nothing; and a balance's pending
+// supply and pre-ordered count reach the copy just after their event, so a
+// seq alone could confirm (304) bytes from before them.
 //
 // POST (and other methods), WebSocket upgrades and SSE streams pass through
 // untouched: POST answers are not cacheable by HTTP's rules anyway, and
@@ -86,7 +87,7 @@ func cacheHeaders(maxAge time.Duration) func(http.Handler) http.Handler {
 			default:
 				etag := entityTag(h.Get("Content-Type"), bw.buf.Bytes())
 				if seq, ok := answerSeq.Seq(); ok {
-					etag = `"s` + strconv.FormatInt(seq, 10) + "-" + etag[1:]
+					h.Set("X-Stock-Seq", strconv.FormatInt(seq, 10))
 				}
 				h.Set("Cache-Control", public)
 				h.Set("ETag", etag)
