@@ -213,7 +213,12 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	var answers api.AnswerValidator
+	if availCopy != nil {
+		answers = availCopy
+	}
 	router := api.NewRouter(api.Config{
+		Answers: answers,
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
 			WebhookTester: &jobs.WebhookTester{Store: st, AllowPrivate: cfg.WebhookAllowPrivate}},

@@ -97,6 +97,9 @@ type sku struct {
 	// up past it, the SKU's balances (changes committed before that read)
 	// may not have reached the copy yet, and the database answers for it.
 	learned time.Time
+	// version counts changes to any of its balances (events and supply
+	// read-backs): a cached answer that read it at another version is stale.
+	version uint64
 }
 
 type probe struct {
@@ -187,11 +190,40 @@ func (c *Copy) Changed() <-chan struct{} {
 // then reads the catalog soon, in case that was just created); the caller
 // reads the database instead. q must be valid (q.Validate).
 func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, ok bool) {
+	out, seq, _, ok = c.get(q, false)
+	return out, seq, ok
+}
+
+// GetWithDeps is Get that also says what the answer depends on: with
+// Unchanged, a cache of the answer (serialized) knows when it goes stale.
+func (c *Copy) GetWithDeps(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, deps []domain.AnswerDep, ok bool) {
+	return c.get(q, true)
+}
+
+// Unchanged says whether answers read at deps would be answered the same
+// now: the copy is still the same load, within MaxLag, and none of those
+// SKUs' balances changed.
+func (c *Copy) Unchanged(deps []domain.AnswerDep) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.lagLocked() > c.cfg.MaxLag {
+		return false
+	}
+	for _, d := range deps {
+		s := c.skus[d.SKU]
+		if s == nil || s.version != d.Version || d.Load != c.gen {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Availability, seq int64, deps []domain.AnswerDep, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.ready || c.lagLocked() > c.cfg.MaxLag {
 		c.fallbacks.Add(1)
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	var filter map[string]bool
 	if q.Locations != nil {
@@ -199,11 +231,11 @@ func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq 
 		for _, l := range q.Locations {
 			if _, known := c.locations[l]; !known {
 				c.unknown()
-				return nil, 0, false
+				return nil, 0, nil, false
 			}
 			if at, learned := c.learnedLocations[l]; learned && c.caughtUp.Before(at) {
 				c.fallbacks.Add(1)
-				return nil, 0, false
+				return nil, 0, nil, false
 			}
 			filter[l] = true
 		}
@@ -221,11 +253,14 @@ func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq 
 		s := c.skus[code]
 		if s == nil {
 			c.unknown()
-			return nil, 0, false
+			return nil, 0, nil, false
 		}
 		if !s.learned.IsZero() && c.caughtUp.Before(s.learned) {
 			c.fallbacks.Add(1)
-			return nil, 0, false
+			return nil, 0, nil, false
+		}
+		if withDeps {
+			deps = append(deps, domain.AnswerDep{SKU: s.code, Version: s.version, Load: c.gen})
 		}
 		a := &domain.Availability{SKU: s.code, Locations: make([]domain.Balance, 0, len(s.balances))}
 		for _, b := range s.balances {
@@ -240,7 +275,7 @@ func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq 
 		first[code], out[i] = a, a
 	}
 	c.hits.Add(1)
-	return out, seq, true
+	return out, seq, deps, true
 }
 
 // unknown asks for a catalog read, and counts a fallback.
@@ -447,6 +482,7 @@ func (c *Copy) apply(e domain.StockEvent) bool {
 		slices.SortFunc(s.balances, byPriority)
 	}
 	b.onHand, b.reserved, b.seq = int32(e.OnHand), int32(e.Reserved), e.Seq
+	s.version++
 	b.updatedAt = e.At.UnixNano()
 	c.applied = e.Seq
 	if c.cfg.OnApply != nil {
@@ -524,8 +560,9 @@ func (c *Copy) readSupply(ctx context.Context) {
 		}
 		for _, b := range s.balances {
 			if b.location == g.Location {
-				if b.pending != int32(g.PendingSupply) || b.preordered != int32(g.Preordered) {
+				if b.pending != int32(g.PendingSupply) || b.preordered != int32(g.Preordered) || g.UpdatedAt.UnixNano() > b.updatedAt {
 					changed = true
+					s.version++
 				}
 				b.pending, b.preordered = int32(g.PendingSupply), int32(g.Preordered)
 				b.updatedAt = max(b.updatedAt, g.UpdatedAt.UnixNano())

@@ -22,8 +22,9 @@ func (s Stock) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery)
 		return nil, err
 	}
 	if s.Copy != nil {
-		if out, seq, ok := s.Copy.Get(q); ok {
+		if out, seq, deps, ok := s.Copy.GetWithDeps(q); ok {
 			domain.NoteAnswerSeq(ctx, seq)
+			domain.NoteAnswerDeps(ctx, deps)
 			return out, nil
 		}
 	}

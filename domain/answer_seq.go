@@ -15,6 +15,31 @@ type AnswerSeq struct {
 	seq         int64
 	noted       bool
 	unsequenced bool
+	deps        []AnswerDep
+}
+
+// AnswerDep is one thing an answer from the in-memory copy read: a SKU at a
+// version of its balances, in one load of the copy.
+type AnswerDep struct {
+	SKU     string
+	Version uint64
+	Load    int64
+}
+
+// NoteAnswerDeps records what part of the answer read (see AnswerDep).
+func NoteAnswerDeps(ctx context.Context, deps []AnswerDep) {
+	if a, _ := ctx.Value(answerSeqKey{}).(*AnswerSeq); a != nil {
+		a.mu.Lock()
+		a.deps = append(a.deps, deps...)
+		a.mu.Unlock()
+	}
+}
+
+// Deps is everything noted by NoteAnswerDeps.
+func (a *AnswerSeq) Deps() []AnswerDep {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.deps
 }
 
 type answerSeqKey struct{}
@@ -51,4 +76,10 @@ func (a *AnswerSeq) Seq() (int64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.seq, a.noted && !a.unsequenced
+}
+
+// AnswerSeqFrom returns ctx's AnswerSeq, nil without one.
+func AnswerSeqFrom(ctx context.Context) *AnswerSeq {
+	a, _ := ctx.Value(answerSeqKey{}).(*AnswerSeq)
+	return a
 }
