@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"inventory/avail"
 	"inventory/codefile"
 	"inventory/domain"
@@ -45,8 +47,18 @@ type instance struct {
 
 func (b *bundle) instance(t *testing.T, cfg avail.Config) instance {
 	t.Helper()
-	br := events.NewBroker(b.Store, b.Pool, events.Config{Tick: 10 * time.Millisecond, Poll: 200 * time.Millisecond}, b.logger)
-	c := avail.New(b.Store, br, cfg, b.logger)
+	// A pool of its own, named, as the server's events pool: a test can
+	// drop exactly this instance's connections.
+	pc := b.Pool.Config().Copy()
+	pc.ConnConfig.RuntimeParams["application_name"] = "avail-test-instance"
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := testkit.NewStore(t, pool)
+	br := events.NewBroker(st, pool, events.Config{Tick: 10 * time.Millisecond, Poll: 200 * time.Millisecond}, b.logger)
+	c := avail.New(st, br, cfg, b.logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = br.Run(ctx) })
@@ -64,6 +76,19 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// terminate ends the test database's connections that match where (other
+// than this one) and returns how many.
+func (b *bundle) terminate(t *testing.T, where string) int {
+	t.Helper()
+	var killed int
+	if err := b.Pool.QueryRow(b.Ctx, `
+		SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND `+where+`) k`).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	return killed
 }
 
 // allSKUs is every SKU code in the database.
@@ -266,9 +291,9 @@ func (w *workload) writer(g, n int, seed uint64) error {
 }
 
 // The copy agrees with the database after a random workload of every kind
-// of write, on two instances; midway the database drops every connection
-// of the instances (the LISTEN connections and the relay's among them),
-// and both copies reload and converge.
+// of write, on two instances; midway the database drops the instances'
+// LISTEN connections, later every connection of theirs (the relay's among
+// them), each while writers run, and both copies reload and converge.
 func TestCopyAgreesWithDatabase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -279,22 +304,30 @@ func TestCopyAgreesWithDatabase(t *testing.T) {
 	b.requireAgrees(t, "instance A", a.copy, []string{"L1", "L2"})
 	b.requireAgrees(t, "instance B", c.copy, []string{"L0"})
 
-	// Drop the instances' connections while writers run.
+	// Drop the instances' LISTEN connections while writers run.
 	loadsA, loadsB := a.copy.Reloads(), c.copy.Reloads()
 	var wg sync.WaitGroup
 	wg.Go(func() { w.run(t, 4, 60, 2) })
 	time.Sleep(100 * time.Millisecond)
-	var killed int
-	if err := b.Pool.QueryRow(b.Ctx, `
-		SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'listen%') k`).Scan(&killed); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if killed < 2 {
+	if killed := b.terminate(t, `query ILIKE 'listen%'`); killed < 2 {
 		t.Fatalf("terminated %d LISTEN connections, want both instances'", killed)
 	}
+	wg.Wait()
 	waitFor(t, 10*time.Second, "both copies to reload after their LISTEN connection dropped", func() bool {
+		return a.copy.Reloads() > loadsA && c.copy.Reloads() > loadsB
+	})
+	b.requireAgrees(t, "instance A after the dropped LISTEN connections", a.copy, []string{"L2"})
+
+	// Then every connection of both instances (the relay's, the fetches',
+	// the probes', LISTEN): the relay restarts on new connections.
+	loadsA, loadsB = a.copy.Reloads(), c.copy.Reloads()
+	wg.Go(func() { w.run(t, 4, 60, 4) })
+	time.Sleep(100 * time.Millisecond)
+	if killed := b.terminate(t, `application_name = 'avail-test-instance'`); killed < 2 {
+		t.Fatalf("terminated %d connections of the instances", killed)
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Second, "both copies to reload after losing every connection", func() bool {
 		return a.copy.Reloads() > loadsA && c.copy.Reloads() > loadsB
 	})
 	w.run(t, 3, 30, 3)
