@@ -269,7 +269,7 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			}
 			a.Locations = append(a.Locations, domain.Balance{SKU: s.code, Location: b.location,
 				OnHand: int(b.onHand), Reserved: int(b.reserved), PendingSupply: int(b.pending), Preordered: int(b.preordered),
-				UpdatedAt: time.Unix(0, b.updatedAt).UTC()})
+				UpdatedAt: time.Unix(0, b.updatedAt)}) // local, as pgx gives the database path
 			seq = max(seq, b.seq)
 		}
 		first[code], out[i] = a, a
