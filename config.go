@@ -49,6 +49,7 @@ type config struct {
 	CodeRevealRetention      time.Duration
 	WebhookDeliveryRetention time.Duration
 	Events                   events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
+	AvailabilityMaxLag       time.Duration // INVENTORY_AVAILABILITY_MAX_LAG: 0 answers availability from the database only
 	LogLevel                 string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive              time.Duration // INVENTORY_WS_KEEPALIVE
 	WSInitTimeout            time.Duration // INVENTORY_WS_INIT_TIMEOUT
@@ -136,6 +137,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		return d
 	}
+	// durOff is dur where 0 means off.
+	durOff := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s must be 0 (off) or a positive duration such as 1s, got %q", name, v))
+		}
+		return d
+	}
 	cfg := config{
 		DatabaseURL:              getenv("DATABASE_URL"),
 		ListenAddr:               str("LISTEN_ADDR", ":8080"),
@@ -166,6 +179,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
+		AvailabilityMaxLag:  durOff("INVENTORY_AVAILABILITY_MAX_LAG", time.Second),
 		LogLevel:            str("INVENTORY_LOG_LEVEL", "info"),
 		WSKeepAlive:         dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),
 		WSInitTimeout:       dur("INVENTORY_WS_INIT_TIMEOUT", 10*time.Second),

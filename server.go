@@ -32,6 +32,7 @@ import (
 
 	"inventory/api"
 	"inventory/auth"
+	"inventory/avail"
 	"inventory/events"
 	"inventory/jobs"
 	"inventory/metrics"
@@ -171,6 +172,14 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
 	m := metrics.New(broker)
+	// The in-memory availability copy follows the broker's stream; nil
+	// (INVENTORY_AVAILABILITY_MAX_LAG=0) answers from the database only.
+	var availCopy *avail.Copy
+	if cfg.AvailabilityMaxLag > 0 {
+		availCopy = avail.New(eventStore, broker, avail.Config{MaxLag: cfg.AvailabilityMaxLag, OnApply: m.AvailabilityApplied}, logger)
+		m.WatchAvailability(availCopy)
+	}
+	availStock := avail.Stock{Stock: st, Copy: availCopy}
 	m.WatchBatching(st)
 	m.WatchOperations(st)
 	m.WatchPools(map[string]*pgxpool.Pool{"api": db.api, "jobs": db.jobs, "events": db.events})
@@ -204,8 +213,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
+	var answers api.AnswerValidator
+	if availCopy != nil {
+		answers = availCopy
+	}
 	router := api.NewRouter(api.Config{
-		Resolver: &resolvers.Resolver{Catalog: st, Stock: st, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
+		Answers: answers,
+		Resolver: &resolvers.Resolver{Catalog: st, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
 			Live: st, PushInterval: cfg.AvailabilityPushInterval,
 			WebhookTester: &jobs.WebhookTester{Store: st, AllowPrivate: cfg.WebhookAllowPrivate}},
@@ -268,6 +282,13 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokerDone := make(chan error, 1)
 	go func() { brokerDone <- broker.Run(brokerCtx) }()
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		if availCopy != nil {
+			availCopy.Run(brokerCtx)
+		}
+	}()
 	gate.open(router)
 	s := &server{URL: "http://" + ln.Addr().String(), done: make(chan error, 1), logger: logger}
 	go func() {
@@ -282,6 +303,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		stopBroker()
 		stopDispatch() // inserts nothing once River is stopping
 		<-dispatchDone
+		<-copyDone
 		err = errors.Join(err, <-brokerDone, ignoreClosed(httpServer.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, riverClient, cfg.RunJobs))
 		stopAux()
 		db.close()

@@ -119,6 +119,8 @@ var settings = []setting{
 		Meaning: "how long each webhook delivery log row (one per attempt and test send) is kept; older ones are deleted hourly by the `retention_prune` job, 1000 rows per transaction. The log is for debugging a receiver, not an audit record: 30 days outlasts a delivery's retries (about two days) and a month's investigation; it is the fastest-growing table (one row per endpoint, event and attempt)"},
 	{Name: "INVENTORY_EVENTS_TICK", Group: "Events and subscriptions", Default: "50ms", Shown: "",
 		Meaning: "how often committed events are published (at most one NOTIFY per tick)"},
+	{Name: "INVENTORY_AVAILABILITY_MAX_LAG", Group: "Events and subscriptions", Default: "1s", Shown: "",
+		Meaning: "how stale each instance's in-memory copy of the balances may be and still answer `availability` (no database read); staler (the relay stalled, the copy loading), it is answered from the database. Exported as `inventory_availability_lag_seconds`. `0` answers every `availability` from the database"},
 	{Name: "INVENTORY_SUBSCRIBER_BUFFER", Group: "Events and subscriptions", Default: "256", Shown: "",
 		Meaning: "events buffered per subscriber"},
 	{Name: "INVENTORY_SUBSCRIBER_STALL_TIMEOUT", Group: "Events and subscriptions", Default: "10s", Shown: "",

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql"
 
 	"inventory/auth"
 	"inventory/domain"
@@ -35,13 +38,18 @@ const maxCachedResponseBytes = 1 << 20
 //   - every GET answer carries Vary: Authorization, Cookie.
 //
 // The ETag is the SHA-256 of the answer's body and Content-Type: nothing
-// moved, same bytes, same ETag (on every instance, with no extra query), and
-// any change to a balance read changes the bytes. It is not derived from the
-// stock event seq of the balances read, though that was asked for: a change
-// commits to its balance before the relay gives its event a seq, so in that
-// window a seq-derived tag still matches the copy from before the change and
-// would confirm it (304) although it is stale. It costs one hash of a small
-// body.
+// moved, same bytes, same ETag (on every instance, with no extra query, and
+// whether the instance's in-memory copy or the database answered), and any
+// change to a balance read changes the bytes. When every root field was
+// availability answered from the in-memory copy (which knows exactly which
+// events it reflects), the answer also carries X-Stock-Seq: the highest
+// stock event seq of the balances answered, so a client or CDN can order two
+// answers. It is not put in the ETag: an answer read from the database (the
+// copy stale, loading, or not yet knowing a new SKU) has no exact seq (a
+// change commits before the relay gives it one), so the same bytes would get
+// two tags and revalidation would fail for nothing; and a balance's pending
+// supply and pre-ordered count reach the copy just after their event, so a
+// seq alone could confirm (304) bytes from before them.
 //
 // POST (and other methods), WebSocket upgrades and SSE streams pass through
 // untouched: POST answers are not cacheable by HTTP's rules anyway, and
@@ -57,6 +65,8 @@ func cacheHeaders(maxAge time.Duration) func(http.Handler) http.Handler {
 			}
 			w.Header().Add("Vary", "Authorization, Cookie")
 			anonymous := isAnonymous(r)
+			ctx, answerSeq := domain.WithAnswerSeq(r.Context())
+			r = r.WithContext(ctx)
 			bw := &bufferedWriter{w: w, status: http.StatusOK}
 			bw.onOverflow = func() {
 				w.Header().Set("Cache-Control", "no-store")
@@ -76,6 +86,9 @@ func cacheHeaders(maxAge time.Duration) func(http.Handler) http.Handler {
 				h.Set("Cache-Control", "no-store")
 			default:
 				etag := entityTag(h.Get("Content-Type"), bw.buf.Bytes())
+				if seq, ok := answerSeq.Seq(); ok {
+					h.Set("X-Stock-Seq", strconv.FormatInt(seq, 10))
+				}
 				h.Set("Cache-Control", public)
 				h.Set("ETag", etag)
 				// Per-caller counters mean nothing in a shared cache.
@@ -94,6 +107,16 @@ func cacheHeaders(maxAge time.Duration) func(http.Handler) http.Handler {
 			_, _ = w.Write(bw.buf.Bytes())
 		})
 	}
+}
+
+// sequencedFields is root field middleware: a root field other than
+// availability (which notes its own seq, or unsequenced) makes the answer
+// unsequenced, so its ETag is the hash alone.
+func sequencedFields(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+	if name := graphql.GetRootFieldContext(ctx).Field.Name; name != "availability" && name != "__typename" {
+		domain.NoteUnsequenced(ctx)
+	}
+	return next(ctx)
 }
 
 // isAnonymous says whether the request came with no credentials at all: no

@@ -73,6 +73,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.Use(acceptDocuments{docs})
 	srv.AroundOperations(operationName)
 	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
+	srv.AroundRootFields(sequencedFields)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))

@@ -48,6 +48,10 @@ type Config struct {
 	// CORSOrigins are the origins ("https://shop.example") whose pages may
 	// call /graphql, over HTTP and WebSocket; none by default.
 	CORSOrigins []string
+	// Answers, if set, validates serialized answers of anonymous GETs made
+	// from the in-memory availability copy, which are then reused (see
+	// answerCache).
+	Answers AnswerValidator
 	// CacheMaxAge is the max-age of anonymous GET queries' answers
 	// (cacheHeaders); whole seconds.
 	CacheMaxAge time.Duration
@@ -99,7 +103,7 @@ func NewRouter(cfg Config) http.Handler {
 	gql.AroundOperations(limits.around)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit).Handle("/graphql", gql)
+		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit, newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})
 	return r
 }

@@ -77,3 +77,21 @@ func (a Availability) sum(f func(Balance) int) int {
 	}
 	return total
 }
+
+// SeqBalance is a balance with the seq of the newest stock event on it (0
+// when there is none, or it was pruned).
+type SeqBalance struct {
+	Balance
+	Seq int64
+}
+
+// AvailabilitySnapshot is every balance, SKU and location as of stock
+// event Seq, for an in-memory availability copy to start from. Lag is how
+// long the oldest committed event not yet given a seq had waited then.
+type AvailabilitySnapshot struct {
+	Seq       int64
+	Lag       time.Duration
+	SKUs      []string
+	Locations []Location
+	Balances  []SeqBalance
+}

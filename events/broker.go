@@ -94,6 +94,7 @@ type Broker struct {
 	subscribers atomic.Int64 // live subscriptions, for metrics
 	stalledN    atomic.Int64 // subscriptions cut off for not reading
 	publishedN  atomic.Int64 // events this instance's relay published
+	connects    atomic.Int64 // LISTEN connections made
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
 }
@@ -125,6 +126,12 @@ func (b *Broker) Stalled() int64 { return b.stalledN.Load() }
 
 // Published is how many events this instance's relay published.
 func (b *Broker) Published() int64 { return b.publishedN.Load() }
+
+// ListenGeneration counts how often the LISTEN connection was made again
+// after the first: notifications sent while it was down were lost, and
+// events waited for the next Poll. A reader that must not lag that long
+// (the availability copy) reloads when it changes.
+func (b *Broker) ListenGeneration() int64 { return max(b.connects.Load()-1, 0) }
 
 // NewBroker returns a broker; Run starts it.
 func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *Broker {
@@ -226,6 +233,7 @@ func (b *Broker) relay(ctx context.Context) {
 func (b *Broker) listen(ctx context.Context) {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			b.connects.Add(1)
 			return pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
 		},
 		LogError: func(ctx context.Context, err error) {
@@ -320,6 +328,17 @@ var _ domain.StockEventStream = (*Broker)(nil)
 // *domain.ErrSubscriberStalled, and every subscription ends with
 // *domain.ErrStreamStopped when Run ends.
 func (b *Broker) SubscribeStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error)) {
+	b.subscribe(ctx, after, sink, done, true)
+}
+
+// FollowStockEvents is SubscribeStockEvents for a reader inside this
+// instance (the availability copy): the same stream, not counted among the
+// live subscriptions that /metrics reports.
+func (b *Broker) FollowStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error)) {
+	b.subscribe(ctx, after, sink, done, false)
+}
+
+func (b *Broker) subscribe(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error), counted bool) {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	select {
@@ -335,10 +354,14 @@ func (b *Broker) SubscribeStockEvents(ctx context.Context, after *int64, sink do
 	default:
 	}
 	b.subs.Add(1)
-	b.subscribers.Add(1)
+	if counted {
+		b.subscribers.Add(1)
+	}
 	go func() {
 		defer b.subs.Done()
-		defer b.subscribers.Add(-1)
+		if counted {
+			defer b.subscribers.Add(-1)
+		}
 		defer sink.Close()
 		err := b.stream(ctx, after, sink)
 		var stalled *domain.ErrSubscriberStalled

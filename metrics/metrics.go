@@ -19,11 +19,12 @@ import (
 
 // Metrics holds the collectors, registered on a registry of their own.
 type Metrics struct {
-	registry        *prometheus.Registry
-	operations      *prometheus.CounterVec
-	sweptHolds      prometheus.Counter
-	reconcileIssues prometheus.Gauge
-	httpLatency     *prometheus.HistogramVec
+	registry          *prometheus.Registry
+	operations        *prometheus.CounterVec
+	sweptHolds        prometheus.Counter
+	reconcileIssues   prometheus.Gauge
+	httpLatency       *prometheus.HistogramVec
+	availabilityApply prometheus.Histogram
 }
 
 // Live is what the event broker reports. events.Broker is one.
@@ -48,6 +49,11 @@ func New(live Live) *Metrics {
 		reconcileIssues: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inventory_reconciliation_issues",
 			Help: "Invariants that did not hold at this instance's last reconciliation pass (the leader runs them); should stay 0.",
+		}),
+		availabilityApply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inventory_availability_apply_lag_seconds",
+			Help:    "Time from a stock event's transaction to its being applied to the in-memory availability copy.",
+			Buckets: []float64{.005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5},
 		}),
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inventory_http_request_duration_seconds",

@@ -1,0 +1,124 @@
+package api
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"sync"
+
+	"inventory/domain"
+)
+
+// AnswerValidator says whether answers read from the in-memory availability
+// copy at deps would still be answered the same. avail.Copy is one.
+type AnswerValidator interface {
+	Unchanged(deps []domain.AnswerDep) bool
+}
+
+// Bounds of the serialized-answer cache: at most this many answers, of at
+// most this many bytes in all; past either it starts empty again.
+const (
+	maxCachedAnswers     = 10_000
+	maxCachedAnswerBytes = 32 << 20
+)
+
+// answerCache keeps, per anonymous GET (its whole query string: the
+// persisted query's hash or text, variables, operation name), the
+// serialized answer of a query whose every root field was availability
+// answered from the in-memory copy, with what it read; the same GET again is
+// answered with those bytes, without gqlgen, while none of those SKUs'
+// balances changed (and the copy is the same load and within its bound).
+// It runs inside the rate limiter: a hit spends the anonymous read budget
+// like any read, and inside cacheHeaders, which tags the bytes as usual.
+type answerCache struct {
+	check AnswerValidator
+	mu    sync.Mutex
+	m     map[string]*cachedAnswer
+	bytes int
+}
+
+type cachedAnswer struct {
+	body        []byte
+	contentType string
+	seq         int64
+	deps        []domain.AnswerDep
+}
+
+func newAnswerCache(check AnswerValidator) *answerCache {
+	if check == nil {
+		return nil
+	}
+	return &answerCache{check: check, m: map[string]*cachedAnswer{}}
+}
+
+func (c *answerCache) middleware(next http.Handler) http.Handler {
+	if c == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" ||
+			strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !isAnonymous(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := r.URL.RawQuery
+		c.mu.Lock()
+		hit := c.m[key]
+		c.mu.Unlock()
+		if hit != nil && c.check.Unchanged(hit.deps) {
+			domain.NoteAnswerSeq(r.Context(), hit.seq)
+			w.Header().Set("Content-Type", hit.contentType)
+			w.Header().Set("X-Answer-Cache", "hit") // for operators (and tests): gqlgen did not run
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(hit.body)
+			return
+		}
+		rec := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		a := domain.AnswerSeqFrom(r.Context())
+		if a == nil || rec.status != http.StatusOK || rec.overflow || !succeeded(rec.buf.Bytes()) {
+			return
+		}
+		seq, sequenced := a.Seq()
+		deps := a.Deps()
+		if !sequenced || len(deps) == 0 {
+			return
+		}
+		entry := &cachedAnswer{body: bytes.Clone(rec.buf.Bytes()), contentType: w.Header().Get("Content-Type"), seq: seq, deps: deps}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if old := c.m[key]; old != nil {
+			c.bytes -= len(old.body)
+		}
+		if len(c.m) >= maxCachedAnswers || c.bytes+len(entry.body) > maxCachedAnswerBytes {
+			c.m, c.bytes = map[string]*cachedAnswer{}, 0
+		}
+		c.m[key] = entry
+		c.bytes += len(entry.body)
+	})
+}
+
+// recordingWriter passes an answer through and keeps a copy of it (up to
+// maxCachedResponseBytes).
+type recordingWriter struct {
+	http.ResponseWriter
+	status   int
+	buf      bytes.Buffer
+	overflow bool
+}
+
+func (w *recordingWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recordingWriter) Write(p []byte) (int, error) {
+	if !w.overflow {
+		if w.buf.Len()+len(p) > maxCachedResponseBytes {
+			w.overflow = true
+		} else {
+			w.buf.Write(p)
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}

@@ -1,0 +1,618 @@
+// Package avail keeps an in-memory copy of every balance, in step with the
+// stock event stream, so availability (a storefront's hot read) is answered
+// without a database round trip.
+//
+// The copy loads every balance, SKU and location in one snapshot, then
+// applies the broker's gap-free event stream in seq order from the
+// snapshot's seq. Each event carries the balance's on hand and reserved
+// after the change; pending supply and pre-ordered counts (which events do
+// not carry) are read back from the database for the balances a batch of
+// events touched, off the read path. A gap, the end of the subscription
+// (the broker stopping or cutting it off), a lost LISTEN connection, or an
+// event naming a location the copy does not know make it reload; meanwhile
+// (and whenever it is staler than MaxLag) Get says so and the caller reads
+// the database.
+//
+// Staleness is measured, not assumed: every ProbeInterval the copy reads the
+// newest published seq and how long the oldest committed, unpublished event
+// has waited; once it has applied through that seq, it is known to hold
+// every change committed before that wait began.
+package avail
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"inventory/domain"
+)
+
+// Store is what the copy reads. store.Store is one.
+type Store interface {
+	AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error)
+	AvailabilityCatalog(ctx context.Context) (skus []string, locations []domain.Location, err error)
+	AvailabilityHead(ctx context.Context) (seq int64, lag time.Duration, err error)
+	AvailabilitySupply(ctx context.Context, skus, locations []string) ([]domain.Balance, error)
+}
+
+// Stream is the live event stream the copy follows, and how it learns that
+// the stream's LISTEN connection was re-established (events may then have
+// waited for the next poll). events.Broker is one.
+type Stream interface {
+	// FollowStockEvents is domain.StockEventStream's SubscribeStockEvents,
+	// not counted as a live subscription.
+	FollowStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error))
+	ListenGeneration() int64
+}
+
+// Config tunes the copy; zero values take the defaults.
+type Config struct {
+	// MaxLag is how stale the copy may be and still answer. Default 1s.
+	MaxLag time.Duration
+	// ProbeInterval is how often staleness is measured. Default MaxLag/10,
+	// at most 100ms.
+	ProbeInterval time.Duration
+	// CatalogInterval is the least time between two catalog reads made
+	// because a query named a SKU or location the copy did not know.
+	// Default 250ms.
+	CatalogInterval time.Duration
+	// OnApply, if set, is told how long each applied event took from its
+	// transaction to the copy (for the lag histogram).
+	OnApply func(time.Duration)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxLag <= 0 {
+		c.MaxLag = time.Second
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = min(c.MaxLag/10, 100*time.Millisecond)
+	}
+	if c.CatalogInterval <= 0 {
+		c.CatalogInterval = 250 * time.Millisecond
+	}
+	return c
+}
+
+// balance is one balance in the copy. Location codes are shared with the
+// location map, so a balance costs its numbers and two words.
+type balance struct {
+	location                              string
+	priority                              int
+	onHand, reserved, pending, preordered int32
+	updatedAt                             int64 // unix nanoseconds
+	seq                                   int64
+}
+
+// sku is one SKU's balances in sourcing order (priority, then code).
+type sku struct {
+	code     string
+	balances []*balance
+	// learned is when a catalog read that found this SKU ended (zero
+	// when it came with the load or an event): until the copy has caught
+	// up past it, the SKU's balances (changes committed before that read)
+	// may not have reached the copy yet, and the database answers for it.
+	learned time.Time
+	// version counts changes to any of its balances (events and supply
+	// read-backs): a cached answer that read it at another version is stale.
+	version uint64
+}
+
+type probe struct {
+	head     int64
+	caughtUp time.Time // every change committed before this is in the copy once head is applied
+}
+
+// Copy is one instance's in-memory availability. Run keeps it in step; Get
+// answers from it.
+type Copy struct {
+	store  Store
+	stream Stream
+	cfg    Config
+	logger *slog.Logger
+
+	mu               sync.RWMutex
+	ready            bool // loaded and following the stream
+	skus             map[string]*sku
+	locations        map[string]int       // priority by code
+	learnedLocations map[string]time.Time // as sku.learned, for locations a catalog read found
+	applied          int64                // newest seq applied
+	caughtUp         time.Time            // see probe
+	probes           []probe              // measured heads not yet applied, ascending
+	dirty            map[[2]string]struct{}
+	changed          chan struct{} // closed (and replaced) whenever a balance changes
+
+	reload  chan struct{} // a gap, an unknown location, a reconnect
+	catalog chan struct{} // a query named an unknown code
+	supply  chan struct{} // dirty balances wait for their supply figures
+
+	gen       int64 // loads installed, under mu: a supply read from before a load is dropped
+	reloads   atomic.Int64
+	fallbacks atomic.Int64
+	hits      atomic.Int64
+}
+
+// New returns a copy; Run loads and follows the stream.
+func New(st Store, stream Stream, cfg Config, logger *slog.Logger) *Copy {
+	return &Copy{store: st, stream: stream, cfg: cfg.withDefaults(), logger: logger,
+		changed: make(chan struct{}), dirty: map[[2]string]struct{}{},
+		reload: make(chan struct{}, 1), catalog: make(chan struct{}, 1), supply: make(chan struct{}, 1)}
+}
+
+// MaxLag is the configured bound on staleness.
+func (c *Copy) MaxLag() time.Duration { return c.cfg.MaxLag }
+
+// Lag is how stale the copy is now: the time since the newest moment before
+// which every committed change is known to be applied. It is
+// math.MaxInt64-ish (an hour) while the copy is not loaded.
+func (c *Copy) Lag() time.Duration {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.lagLocked()
+}
+
+func (c *Copy) lagLocked() time.Duration {
+	if !c.ready {
+		return time.Hour
+	}
+	return max(time.Since(c.caughtUp), 0)
+}
+
+// Seq is the newest stock event seq applied.
+func (c *Copy) Seq() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.applied
+}
+
+// Reloads, Hits and Fallbacks count full loads, queries answered from the
+// copy and queries it could not answer (stale, loading, or an unknown code).
+func (c *Copy) Reloads() int64   { return c.reloads.Load() }
+func (c *Copy) Hits() int64      { return c.hits.Load() }
+func (c *Copy) Fallbacks() int64 { return c.fallbacks.Load() }
+
+// Changed returns a channel closed at the next change to any balance (or
+// reload): a subscriber waits on it, then calls Get again.
+func (c *Copy) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
+}
+
+// Get answers q from the copy, in request order with nil for unknown SKUs
+// (the store's AvailabilityList semantics), with the highest seq among the
+// balances answered. ok is false when the copy cannot answer: not loaded,
+// staler than MaxLag, or q names a SKU or location it does not know (it
+// then reads the catalog soon, in case that was just created); the caller
+// reads the database instead. q must be valid (q.Validate).
+func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, ok bool) {
+	out, seq, _, ok = c.get(q, false)
+	return out, seq, ok
+}
+
+// GetWithDeps is Get that also says what the answer depends on: with
+// Unchanged, a cache of the answer (serialized) knows when it goes stale.
+func (c *Copy) GetWithDeps(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, deps []domain.AnswerDep, ok bool) {
+	return c.get(q, true)
+}
+
+// Unchanged says whether answers read at deps would be answered the same
+// now: the copy is still the same load, within MaxLag, and none of those
+// SKUs' balances changed.
+func (c *Copy) Unchanged(deps []domain.AnswerDep) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.lagLocked() > c.cfg.MaxLag {
+		return false
+	}
+	for _, d := range deps {
+		s := c.skus[d.SKU]
+		if s == nil || s.version != d.Version || d.Load != c.gen {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Availability, seq int64, deps []domain.AnswerDep, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.lagLocked() > c.cfg.MaxLag {
+		c.fallbacks.Add(1)
+		return nil, 0, nil, false
+	}
+	var filter map[string]bool
+	if q.Locations != nil {
+		filter = make(map[string]bool, len(q.Locations))
+		for _, l := range q.Locations {
+			if _, known := c.locations[l]; !known {
+				c.unknown()
+				return nil, 0, nil, false
+			}
+			if at, learned := c.learnedLocations[l]; learned && c.caughtUp.Before(at) {
+				c.fallbacks.Add(1)
+				return nil, 0, nil, false
+			}
+			filter[l] = true
+		}
+	}
+	out = make([]*domain.Availability, len(q.SKUs))
+	first := make(map[string]*domain.Availability, len(q.SKUs))
+	for i, code := range q.SKUs {
+		if a, repeat := first[code]; repeat {
+			// A repeat: its own copy, so no caller sees two entries alias.
+			dup := *a
+			dup.Locations = slices.Clone(a.Locations)
+			out[i] = &dup
+			continue
+		}
+		s := c.skus[code]
+		if s == nil {
+			c.unknown()
+			return nil, 0, nil, false
+		}
+		if !s.learned.IsZero() && c.caughtUp.Before(s.learned) {
+			c.fallbacks.Add(1)
+			return nil, 0, nil, false
+		}
+		if withDeps {
+			deps = append(deps, domain.AnswerDep{SKU: s.code, Version: s.version, Load: c.gen})
+		}
+		a := &domain.Availability{SKU: s.code, Locations: make([]domain.Balance, 0, len(s.balances))}
+		for _, b := range s.balances {
+			if filter != nil && !filter[b.location] {
+				continue
+			}
+			a.Locations = append(a.Locations, domain.Balance{SKU: s.code, Location: b.location,
+				OnHand: int(b.onHand), Reserved: int(b.reserved), PendingSupply: int(b.pending), Preordered: int(b.preordered),
+				UpdatedAt: time.Unix(0, b.updatedAt)}) // local, as pgx gives the database path
+			seq = max(seq, b.seq)
+		}
+		first[code], out[i] = a, a
+	}
+	c.hits.Add(1)
+	return out, seq, deps, true
+}
+
+// unknown asks for a catalog read, and counts a fallback.
+func (c *Copy) unknown() {
+	c.fallbacks.Add(1)
+	select {
+	case c.catalog <- struct{}{}:
+	default:
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run loads the copy and follows the stream until ctx ends, reloading when
+// it must; loads that fail are retried with backoff (Get falls back to the
+// database meanwhile).
+func (c *Copy) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.maintain(ctx) })
+	quick := 0 // follows in a row that ended within a second
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil; {
+		if quick > 0 { // the stream keeps ending (the broker stopped?): do not spin
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(time.Duration(quick)*100*time.Millisecond, 5*time.Second)):
+			}
+		}
+		snap, err := c.store.AvailabilitySnapshot(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.logger.ErrorContext(ctx, "availability copy: cannot load; answering from the database", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		started := time.Now()
+		c.follow(ctx, snap)
+		if time.Since(started) < time.Second {
+			quick++
+		} else {
+			quick = 0
+		}
+	}
+}
+
+// follow installs snap and applies the stream after it until a reload is
+// due or ctx ends; the copy is not ready when it returns.
+func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
+	// Drain a reload asked for by the previous stream: this load answers it.
+	select {
+	case <-c.reload:
+	default:
+	}
+	gen := c.stream.ListenGeneration()
+	c.install(snap)
+	c.reloads.Add(1)
+	subCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan error, 1)
+	closed := make(chan struct{})
+	after := snap.Seq
+	c.stream.FollowStockEvents(subCtx, &after, &sink{c: c, closed: closed}, func(err error) { ended <- err })
+	probe := time.NewTicker(c.cfg.ProbeInterval)
+	defer probe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case err := <-ended:
+			if ctx.Err() == nil {
+				c.logger.WarnContext(ctx, "availability copy: stream ended; reloading", "err", err)
+			}
+		case <-c.reload:
+			c.logger.InfoContext(ctx, "availability copy: reloading")
+		case <-probe.C:
+			if g := c.stream.ListenGeneration(); g != gen {
+				c.logger.InfoContext(ctx, "availability copy: LISTEN reconnected; reloading")
+			} else {
+				c.measure(ctx)
+				continue
+			}
+		}
+		break
+	}
+	cancel()
+	<-closed // no Deliver runs after this
+	c.mu.Lock()
+	c.ready = false
+	c.probes = nil
+	c.mu.Unlock()
+}
+
+// measure reads the head and, once it is applied, moves caughtUp.
+func (c *Copy) measure(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.MaxLag, time.Second))
+	defer cancel()
+	started := time.Now()
+	head, lag, err := c.store.AvailabilityHead(ctx)
+	if err != nil {
+		return // lag grows until a probe works: the copy falls back
+	}
+	p := probe{head: head, caughtUp: started.Add(-lag)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return
+	}
+	if c.applied >= head {
+		c.caughtUp = later(c.caughtUp, p.caughtUp)
+		return
+	}
+	if len(c.probes) >= 64 { // far behind: the oldest is dropped (lag only looks larger)
+		c.probes = c.probes[1:]
+	}
+	c.probes = append(c.probes, p)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func (c *Copy) install(snap domain.AvailabilitySnapshot) {
+	locations := make(map[string]int, len(snap.Locations))
+	codes := make(map[string]string, len(snap.Locations)) // one string per location code
+	for _, l := range snap.Locations {
+		locations[l.Code] = l.Priority
+		codes[l.Code] = l.Code
+	}
+	skus := make(map[string]*sku, len(snap.SKUs))
+	for _, code := range snap.SKUs {
+		skus[code] = &sku{code: code}
+	}
+	for _, b := range snap.Balances {
+		s := skus[b.SKU]
+		if s == nil {
+			continue // cannot happen in one snapshot
+		}
+		s.balances = append(s.balances, &balance{location: codes[b.Location], priority: locations[b.Location],
+			onHand: int32(b.OnHand), reserved: int32(b.Reserved), pending: int32(b.PendingSupply), preordered: int32(b.Preordered),
+			updatedAt: b.UpdatedAt.UnixNano(), seq: b.Seq})
+	}
+	for _, s := range skus {
+		slices.SortFunc(s.balances, byPriority)
+	}
+	c.mu.Lock()
+	c.skus, c.locations, c.applied = skus, locations, snap.Seq
+	c.learnedLocations = map[string]time.Time{}
+	c.caughtUp = time.Now().Add(-snap.Lag)
+	c.ready, c.probes = true, nil
+	c.gen++
+	c.dirty = map[[2]string]struct{}{}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func byPriority(a, b *balance) int {
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.location, b.location))
+}
+
+// apply applies one event; false means a reload is due.
+func (c *Copy) apply(e domain.StockEvent) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Seq != c.applied+1 {
+		c.logger.Warn("availability copy: gap in the event stream; reloading", "applied", c.applied, "got", e.Seq)
+		return false
+	}
+	prio, known := c.locations[e.Location]
+	if !known {
+		return false // a location created since the load: its priority is needed
+	}
+	s := c.skus[e.SKU]
+	if s == nil { // a SKU created since the load
+		s = &sku{code: e.SKU}
+		c.skus[e.SKU] = s
+	}
+	var b *balance
+	for _, x := range s.balances {
+		if x.location == e.Location {
+			b = x
+			break
+		}
+	}
+	if b == nil {
+		b = &balance{location: e.Location, priority: prio}
+		s.balances = append(s.balances, b)
+		slices.SortFunc(s.balances, byPriority)
+	}
+	b.onHand, b.reserved, b.seq = int32(e.OnHand), int32(e.Reserved), e.Seq
+	s.version++
+	b.updatedAt = e.At.UnixNano()
+	c.applied = e.Seq
+	if c.cfg.OnApply != nil {
+		c.cfg.OnApply(time.Since(e.At))
+	}
+	c.dirty[[2]string{e.SKU, e.Location}] = struct{}{}
+	signal(c.supply)
+	for len(c.probes) > 0 && c.probes[0].head <= c.applied {
+		c.caughtUp = later(c.caughtUp, c.probes[0].caughtUp)
+		c.probes = c.probes[1:]
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return true
+}
+
+// maintain reads supply figures for dirty balances and the catalog when a
+// query named an unknown code.
+func (c *Copy) maintain(ctx context.Context) {
+	var lastCatalog time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.supply:
+			c.readSupply(ctx)
+		case <-c.catalog:
+			if wait := c.cfg.CatalogInterval - time.Since(lastCatalog); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			lastCatalog = time.Now()
+			c.readCatalog(ctx)
+		}
+	}
+}
+
+func (c *Copy) readSupply(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.dirty) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	skus := make([]string, 0, len(c.dirty))
+	locs := make([]string, 0, len(c.dirty))
+	for k := range c.dirty {
+		skus, locs = append(skus, k[0]), append(locs, k[1])
+	}
+	c.dirty = map[[2]string]struct{}{}
+	gen := c.gen
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := c.store.AvailabilitySupply(ctx, skus, locs)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("availability copy: reading supply failed; reloading", "err", err)
+		}
+		signal(c.reload)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return // a load since: it holds newer figures
+	}
+	changed := false
+	for _, g := range got {
+		s := c.skus[g.SKU]
+		if s == nil {
+			continue
+		}
+		for _, b := range s.balances {
+			if b.location == g.Location {
+				if b.pending != int32(g.PendingSupply) || b.preordered != int32(g.Preordered) || g.UpdatedAt.UnixNano() > b.updatedAt {
+					changed = true
+					s.version++
+				}
+				b.pending, b.preordered = int32(g.PendingSupply), int32(g.Preordered)
+				b.updatedAt = max(b.updatedAt, g.UpdatedAt.UnixNano())
+			}
+		}
+	}
+	if changed {
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+func (c *Copy) readCatalog(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	skus, locations, err := c.store.AvailabilityCatalog(ctx)
+	if err != nil {
+		return
+	}
+	read := time.Now() // every change committed before the catalog's snapshot was committed before this
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return
+	}
+	for _, l := range locations {
+		if _, known := c.locations[l.Code]; !known {
+			c.locations[l.Code] = l.Priority
+			c.learnedLocations[l.Code] = read
+		}
+	}
+	for _, code := range skus {
+		if c.skus[code] == nil {
+			c.skus[code] = &sku{code: code, learned: read}
+		}
+	}
+}
+
+// sink applies the stream to the copy; it never blocks.
+type sink struct {
+	c      *Copy
+	closed chan struct{}
+}
+
+func (s *sink) Deliver(_ context.Context, e domain.StockEvent, _ <-chan struct{}, _ func() <-chan time.Time) (domain.Delivery, error) {
+	if !s.c.apply(e) {
+		signal(s.c.reload)
+		return domain.DeliveryCancelled, nil
+	}
+	return domain.Delivered, nil
+}
+
+func (s *sink) Close() { close(s.closed) }
