@@ -118,14 +118,16 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		for _, i := range *made {
 			l := batch[i].in.Lines[0]
 			u := usage[batch[i].in.CheckoutID]
-			if limits := batch[i].in.Limits; limits != nil {
-				if err := fairUseError(limits, u, batch[i].in.Lines); err != nil {
+			b := balances[[2]string{l.SKU, *l.Location}]
+			if limits := batch[i].in.Limits; limits != nil && b != nil {
+				// Without a balance row the request goes to the basket
+				// path below, which checks the limits itself.
+				if err := fairUseError(limits, u, batch[i].in.Lines, map[string]int64{l.SKU: b.skuID}); err != nil {
 					refused = append(refused, i)
 					out[i].route, out[i].err = routeRefused, err
 					continue
 				}
 			}
-			b := balances[[2]string{l.SKU, *l.Location}]
 			// For a CODES SKU on_hand - reserved counts the available codes,
 			// so the same test decides it; its codes are claimed in step 4.
 			if b == nil || b.onHand-b.reserved-b.granted < l.Quantity {
@@ -145,7 +147,7 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 			b.granted += l.Quantity
 			if u != nil {
 				u.holds++
-				u.units[l.SKU] += l.Quantity
+				u.units[b.skuID] += l.Quantity
 			}
 			out[i].route = routeHeld
 			out[i].res.Status = domain.StatusHeld

@@ -78,11 +78,15 @@ func (s *Store) reserveBasket(ctx context.Context, in domain.ReserveInput, fp []
 			return err
 		}
 		if in.Limits != nil {
-			usage, err := lockCheckoutUsage(ctx, tx, []string{in.CheckoutID})
+			skus := make([]string, len(in.Lines))
+			for i, l := range in.Lines {
+				skus[i] = l.SKU
+			}
+			usage, ids, err := lockCheckoutUsage(ctx, tx, []string{in.CheckoutID}, skus)
 			if err != nil {
 				return err
 			}
-			if err := fairUseError(in.Limits, usage[in.CheckoutID], in.Lines); err != nil {
+			if err := fairUseError(in.Limits, usage[in.CheckoutID], in.Lines, ids); err != nil {
 				return err
 			}
 		}
