@@ -208,6 +208,7 @@ func ensureTemplate(ctx context.Context, base string) (string, error) {
 func migrationsHash() (string, error) {
 	h := sha256.New()
 	for _, name := range migrations.Names() {
+		fmt.Fprintln(h, name) // a renumbered migration is another schema history
 		f, err := migrations.Open(name)
 		if err != nil {
 			return "", err
