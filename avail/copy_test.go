@@ -29,13 +29,8 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	kit := testkit.New(t, "test")
-	logs := &testkit.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", logs.String())
-		}
-	})
-	return &bundle{Kit: kit, logs: logs, logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	logs, logger := testkit.TestLogger(t)
+	return &bundle{Kit: kit, logs: logs, logger: logger}
 }
 
 // instance is one server instance's broker and copy, running until the
@@ -207,20 +202,7 @@ func newWorkload(t *testing.T, b *bundle) *workload {
 
 func (w *workload) run(t *testing.T, writers, perWriter int, seed uint64) {
 	t.Helper()
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for g := range writers {
-		wg.Go(func() {
-			if err := w.writer(g, perWriter, seed); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	testkit.Writers(t, writers, func(g int) error { return w.writer(g, perWriter, seed) })
 }
 
 func (w *workload) writer(g, n int, seed uint64) error {

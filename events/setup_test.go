@@ -25,17 +25,8 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	kit := testkit.New(t, "test")
-	logs := &testkit.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log:\n%s", logs.String())
-		}
-	})
-	return &testBundle{
-		Kit:    kit,
-		logs:   logs,
-		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	logs, logger := testkit.TestLogger(t)
+	return &testBundle{Kit: kit, logs: logs, logger: logger}
 }
 
 // startBroker runs a broker on st until stop is called or the test ends.

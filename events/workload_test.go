@@ -3,7 +3,6 @@ package events_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -46,20 +45,7 @@ func newWorkload(t *testing.T, b *testBundle, prefix string, skus, locations int
 // BELOW_RESERVED).
 func (w *workload) run(t *testing.T, writers, perWriter int, seed uint64) {
 	t.Helper()
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for g := range writers {
-		wg.Go(func() {
-			if err := w.writer(g, perWriter, seed); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	testkit.Writers(t, writers, func(g int) error { return w.writer(g, perWriter, seed) })
 }
 
 func (w *workload) writer(g, n int, seed uint64) error {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -186,4 +187,41 @@ func (l *LogBuffer) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf.Reset()
+}
+
+// Writers runs write(0) … write(n-1) at once and fails the test with the first
+// error any of them returned, once all have ended: the shape of every
+// randomized concurrent workload (each writer its own seed stream).
+func Writers(t TB, n int, write func(g int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() {
+			if err := write(g); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%v", err)
+	}
+}
+
+// TestLogger is a debug-level logger into a buffer the test can read, printed
+// with the test's output if the test fails.
+func TestLogger(t interface {
+	Cleanup(func())
+	Failed() bool
+	Logf(string, ...any)
+}) (*LogBuffer, *slog.Logger) {
+	logs := &LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", logs.String())
+		}
+	})
+	return logs, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
