@@ -34,6 +34,7 @@ import (
 	"inventory/auth"
 	"inventory/avail"
 	"inventory/events"
+	"inventory/fanout"
 	"inventory/jobs"
 	"inventory/metrics"
 	"inventory/migrations"
@@ -171,7 +172,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		return nil, err
 	}
 	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
-	m := metrics.New(broker)
+	// Identical subscriptions run once for all their subscribers; a member
+	// may fall behind as far as a broker subscriber may.
+	fan := fanout.New(fanout.Config{Backlog: cfg.Events.Buffer, StallTimeout: cfg.Events.StallTimeout, Report: resolvers.ReportSubscriptionEnd})
+	m := metrics.New(liveSubscriptions{Broker: broker, fan: fan})
+	m.WatchFanout(fan)
 	// The in-memory availability copy follows the broker's stream; nil
 	// (INVENTORY_AVAILABILITY_MAX_LAG=0) answers from the database only.
 	var availCopy *avail.Copy
@@ -234,7 +239,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxTokens: cfg.MaxQueryTokens, DocumentCacheBytes: cfg.QueryCacheBytes,
 			AnonymousConns: cfg.DBAnonymousConns,
 			MaxUploadBytes: cfg.MaxUploadBytes,
-			KeepAlive:      cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout, Subscriptions: cfg.Subscriptions},
+			KeepAlive:      cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout, Subscriptions: cfg.Subscriptions, Fanout: fan},
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		Metrics:           m,
 		RiverUI:           riverUI,

@@ -9,6 +9,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 
+	"inventory/fanout"
 	"inventory/graph"
 	"inventory/resolvers"
 	"inventory/socket"
@@ -37,6 +38,9 @@ type GraphQLConfig struct {
 	InitTimeout time.Duration
 	// Subscriptions caps live subscriptions per socket and per caller.
 	Subscriptions SubscriptionCaps
+	// Fanout groups identical subscriptions so each runs once; nil makes
+	// one with the default limits.
+	Fanout *fanout.Registry
 }
 
 // newGraphQLHandler builds the /graphql handler with explicit transports:
@@ -47,7 +51,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.AddTransport(transport.Websocket{
 		// A WebSocket upgrade is allowed from the server's own origin and
 		// from the CORS origins (exact "scheme://host[:port]" patterns).
-		Implementation:        socket.Implementation{CoderWebsocketImplementation: transport.CoderWebsocketImplementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}}},
+		Implementation:        socket.Implementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}},
 		InitTimeout:           cfg.InitTimeout,
 		InitFunc:              authenticateSocket(authn, newAnonymousSockets(cfg.Subscriptions.AnonymousSocketsPerIP)),
 		KeepAlivePingInterval: cfg.KeepAlive,
@@ -71,6 +75,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
 	// After the complexity limit: only what passed it is cached.
 	srv.Use(acceptDocuments{docs})
+	srv.Use(fanout.OperationIDs{})
 	srv.AroundOperations(operationName)
 	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
 	srv.AroundRootFields(sequencedFields)
@@ -78,4 +83,17 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.SetErrorPresenter(presentError(logger))
 	srv.SetRecoverFunc(recoverPanic(logger))
 	return srv
+}
+
+// useFanout makes subscriptions with the same document, variables and
+// caller scope run once for all their subscribers (fanout). It must be the
+// last operation interceptor added: gqlgen nests each one inside those
+// added before it, and everything that counts, limits or watches one
+// subscriber (the caps, the budgets, the credential checks) must stay
+// outside the shared execution.
+func useFanout(srv *handler.Server, fan *fanout.Registry) {
+	if fan == nil {
+		fan = fanout.New(fanout.Config{Report: resolvers.ReportSubscriptionEnd})
+	}
+	srv.AroundOperations(fan.AroundOperations)
 }

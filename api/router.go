@@ -96,11 +96,12 @@ func NewRouter(cfg Config) http.Handler {
 	}))).ServeHTTP)
 
 	gql := newGraphQLHandler(cfg.Resolver, guard, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
-	// Innermost interceptor: what limits an HTTP request limits each
-	// operation on a WebSocket and SSE too.
+	// What limits an HTTP request limits each operation on a WebSocket and
+	// SSE too; inside it only the fan-out.
 	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
 	gql.Use(limits)
 	gql.AroundOperations(limits.around)
+	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
 		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit, newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)

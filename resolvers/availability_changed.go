@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inventory/domain"
+	"inventory/fanout"
 )
 
 // MaxAvailabilityChangedSKUs bounds one availabilityChanged subscription: a
@@ -84,7 +85,8 @@ func (r *Resolver) availabilityChanges(ctx context.Context, q domain.Availabilit
 		interval = DefaultAvailabilityPushInterval
 	}
 	go r.pushAvailability(ctx, q, first, sink, interval, out)
-	return out, nil
+	// Shared by a group (fanout), a value replaces its SKU's older ones.
+	return fanout.Tag(ctx, out, func(a *domain.Availability) (string, int64) { return a.SKU, 0 }), nil
 }
 
 // sharedRead is one availability read that subscriptions asking the same

@@ -54,7 +54,7 @@ func TestAvailabilityChangesSlowReaderIsNotCutOff(t *testing.T) {
 		t.Fatalf("first value: %d available", first.Available())
 	}
 	match, _ := stockFilter(nil, nil)
-	stock := subscribe(ctx, broker, nil, match) // never read
+	stock := subscribe(ctx, broker, nil, match, stockEventTag) // never read
 
 	for i := range 300 {
 		if _, _, err := st.ReservationCreate(ctx, domain.ReserveInput{CheckoutID: fmt.Sprint("c", i), RequestKey: "k", TTLSeconds: 600,

@@ -401,7 +401,7 @@ func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, 
 	if err != nil {
 		return nil, err
 	}
-	return subscribe(ctx, r.Broker, after, match), nil
+	return subscribe(ctx, r.Broker, after, match, stockEventTag), nil
 }
 
 // ReservationChanged is the resolver for the reservationChanged field.
@@ -409,7 +409,7 @@ func (r *subscriptionResolver) ReservationChanged(ctx context.Context, checkoutI
 	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
 		return nil, err
 	}
-	return subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID)), nil
+	return subscribe(ctx, r.Broker, nil, r.reservationChanges(checkoutID), noTag[*domain.Reservation]), nil
 }
 
 // AvailabilityChanged is the resolver for the availabilityChanged field.

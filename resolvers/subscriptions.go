@@ -9,6 +9,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"inventory/domain"
+	"inventory/fanout"
 	"inventory/socket"
 )
 
@@ -70,17 +71,32 @@ func (r *Resolver) reservationChanges(checkoutID string) func(context.Context, d
 // subscribe streams the events after after (from now when nil) through
 // convert into a new channel of the stream's subscriber capacity, which the
 // subscription closes when it ends, after subscriptionEnded said why.
-func subscribe[T any](ctx context.Context, stream domain.StockEventStream, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error)) <-chan T {
+// A subscription shared by a group of subscribers (fanout) tags each value
+// with what its members need to know of it (tag).
+func subscribe[T any](ctx context.Context, stream domain.StockEventStream, after *int64, convert func(context.Context, domain.StockEvent) (T, bool, error), tag func(T) (string, int64)) <-chan T {
 	out := make(chan T, stream.SubscriberBuffer())
 	stream.SubscribeStockEvents(ctx, after, domain.NewStockEventSink(convert, out), subscriptionEnded(ctx))
-	return out
+	return fanout.Tag(ctx, out, tag)
 }
 
-// subscriptionEnded reports why a subscription ended to a WebSocket client
-// (an error message for that subscription) before it is completed. Over SSE
-// the stream simply ends.
+// stockEventTag: a stock event's seq is a cut-off member's resume cursor.
+func stockEventTag(e *domain.StockEvent) (string, int64) { return "", e.Seq }
+
+// noTag: nothing to know of a value.
+func noTag[T any](T) (string, int64) { return "", 0 }
+
+// subscriptionEnded reports why a subscription ended (ReportSubscriptionEnd),
+// to each member of its group when it is shared (fanout).
 func subscriptionEnded(ctx context.Context) func(error) {
-	return func(err error) {
+	return func(err error) { fanout.Ended(ctx, err, ReportSubscriptionEnd) }
+}
+
+// ReportSubscriptionEnd tells a WebSocket client why its subscription ended
+// (an error message for that subscription) before it is completed. Over SSE
+// the stream simply ends. It runs on the subscription's goroutine or the
+// stream's, never on another subscriber's.
+func ReportSubscriptionEnd(ctx context.Context, err error) {
+	{
 		if err == nil {
 			return
 		}

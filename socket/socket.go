@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
 )
 
 // Close codes for refused sockets (graphql-ws conventions), and 1013 ("try
@@ -40,6 +41,9 @@ type holder struct {
 	closed bool
 	subs   int // live subscriptions on the socket (AcquireSubscription)
 	ops    int // queries and mutations in flight on the socket (AcquireOperation)
+	// startID is the id of the subscribe message read last: gqlgen builds
+	// the operation from it before it reads the next message (BindStartID).
+	startID string
 }
 
 // Middleware gives every WebSocket upgrade request a place for its
@@ -53,26 +57,91 @@ func Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// Implementation is gqlgen's default WebSocket implementation that also
-// records each accepted connection for Close.
+// Implementation is gqlgen's WebSocket implementation on coder/websocket
+// that also records each accepted connection for Close and for fanned-out
+// writes (Writer).
 type Implementation struct {
-	transport.CoderWebsocketImplementation
+	AcceptOptions websocket.AcceptOptions
 }
 
 // Accept upgrades the request and records the connection.
 func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
-	conn, err := i.CoderWebsocketImplementation.Accept(w, r, opts)
-	if h, ok := r.Context().Value(holderKey{}).(*holder); ok && err == nil {
+	h, _ := r.Context().Value(holderKey{}).(*holder)
+	conn, err := accept(w, r, i.AcceptOptions, opts, h)
+	if err != nil {
+		return nil, err
+	}
+	if h != nil {
 		h.mu.Lock()
 		h.conn = conn
 		h.mu.Unlock()
 	}
-	return conn, err
+	return conn, nil
+}
+
+// detached stands in for the socket of a context that must not reach the
+// socket it was made from (Detach).
+type detached struct{ onClose func(code int, reason string) }
+
+// Detach returns ctx without its WebSocket: On, WriterFor and the acquire
+// functions act as over plain HTTP, and Close calls onClose instead. A
+// subscription shared by the subscribers of many sockets runs on such a
+// context, so nothing it does lands on the socket of the subscriber that
+// happened to start it, and a refusal that closes "the" socket (4401,
+// 4403) closes each subscriber's (onClose).
+func Detach(ctx context.Context, onClose func(code int, reason string)) context.Context {
+	return context.WithValue(ctx, holderKey{}, detached{onClose})
+}
+
+// TakeStartID returns the id of the subscribe message the socket read last
+// (see holder.startID) and forgets it; "" over plain HTTP and SSE. gqlgen
+// builds an operation from a message before it reads the next one, so
+// called while the operation is built (an OperationContextMutator) it is
+// that operation's id.
+func TakeStartID(ctx context.Context) string {
+	h, ok := ctx.Value(holderKey{}).(*holder)
+	if !ok {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.startID
+	h.startID = ""
+	return id
+}
+
+// Writer is what writes ready-made messages to one WebSocket.
+type Writer interface {
+	// WriteMessages writes each message as a text message, in one system
+	// call as far as they fit.
+	WriteMessages(msgs func(yield func([]byte) bool)) error
+	// Subprotocol is the negotiated subprotocol (graphql-transport-ws or
+	// graphql-ws), which decides how a data message is framed.
+	Subprotocol() string
+}
+
+// WriterFor returns the writer of the WebSocket ctx belongs to, or nil over
+// plain HTTP and SSE.
+func WriterFor(ctx context.Context) Writer {
+	h, ok := ctx.Value(holderKey{}).(*holder)
+	if !ok {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.conn.(*conn); ok {
+		return c
+	}
+	return nil
 }
 
 // Close closes the WebSocket that ctx belongs to with code and reason, and
 // reports whether there was one (false over plain HTTP and SSE).
 func Close(ctx context.Context, code int, reason string) bool {
+	if d, ok := ctx.Value(holderKey{}).(detached); ok {
+		d.onClose(code, reason)
+		return true
+	}
 	h, ok := ctx.Value(holderKey{}).(*holder)
 	if !ok {
 		return false

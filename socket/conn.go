@@ -1,0 +1,256 @@
+package socket
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+)
+
+// conn is the server's end of one GraphQL WebSocket: coder/websocket under
+// gqlgen's transport (which reads and writes it message by message), plus
+// WriteMessages, which writes many ready-made text messages in one system
+// call (fan-out: a subscriber's pending messages leave together).
+type conn struct {
+	ws   *websocket.Conn
+	raw  *corkConn
+	hold *holder
+
+	mu            sync.Mutex
+	deadline      *time.Timer   // SetReadDeadline's: closes the socket when it fires
+	closeHandshke chan struct{} // set once WriteClose started the close handshake
+}
+
+var (
+	_ transport.WebsocketConn          = (*conn)(nil)
+	_ transport.WebsocketReadLimiter   = (*conn)(nil)
+	_ transport.WebsocketReadDeadliner = (*conn)(nil)
+)
+
+// accept upgrades the request (the origin check and subprotocol choice are
+// coder/websocket's) on a connection whose writes can be corked.
+func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions, opts transport.WebsocketAcceptOptions, h *holder) (*conn, error) {
+	for key, values := range opts.ResponseHeader {
+		for _, v := range values {
+			w.Header().Add(key, v)
+		}
+	}
+	accept := base
+	accept.Subprotocols = slices.Clone(base.Subprotocols)
+	for _, p := range opts.Subprotocols {
+		if !slices.Contains(accept.Subprotocols, p) {
+			accept.Subprotocols = append(accept.Subprotocols, p)
+		}
+	}
+	hj := &corkingHijacker{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &accept)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{ws: ws, raw: hj.conn, hold: h}, nil
+}
+
+// NextReader reads the next message. A subscription's start message also
+// tells the holder its operation id (see OperationIDs), which gqlgen does
+// not pass on to the operation.
+func (c *conn) NextReader() (int, io.Reader, error) {
+	typ, data, err := c.ws.Read(context.Background())
+	if err != nil {
+		switch websocket.CloseStatus(err) {
+		case websocket.StatusNormalClosure, websocket.StatusNoStatusRcvd:
+			return int(typ), nil, transport.ErrWebsocketClosed
+		}
+		return int(typ), nil, err
+	}
+	if c.hold != nil {
+		var m struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &m) == nil && (m.Type == "subscribe" || m.Type == "start") {
+			c.hold.mu.Lock()
+			c.hold.startID = m.ID
+			c.hold.mu.Unlock()
+		}
+	}
+	return int(typ), bytes.NewReader(data), nil
+}
+
+// WriteJSON writes one message, as gqlgen's transport does for everything
+// but fanned-out subscription data.
+func (c *conn) WriteJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.ws.Write(context.Background(), websocket.MessageText, b)
+}
+
+// WriteMessages writes each message of msgs as a text message, all in one
+// system call where they fit the corked buffer: the peer gets a batch per
+// flush instead of a write per message.
+func (c *conn) WriteMessages(msgs func(yield func([]byte) bool)) error {
+	c.raw.cork()
+	var err error
+	for m := range msgs {
+		if err = c.ws.Write(context.Background(), websocket.MessageText, m); err != nil {
+			break
+		}
+	}
+	if uerr := c.raw.uncork(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// WriteClose starts the close handshake in the background: coder/websocket
+// waits up to 5 s for the peer's close frame, which must not hold up the
+// transport's teardown.
+func (c *conn) WriteClose(code int, reason string) error {
+	c.stopDeadline()
+	c.mu.Lock()
+	if c.closeHandshke != nil {
+		c.mu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	c.closeHandshke = done
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		_ = c.ws.Close(websocket.StatusCode(code), reason)
+	}()
+	return nil
+}
+
+// Close drops the connection, unless a close handshake (WriteClose) owns
+// its end already.
+func (c *conn) Close() error {
+	c.stopDeadline()
+	c.mu.Lock()
+	handshake := c.closeHandshke != nil
+	c.mu.Unlock()
+	if handshake {
+		return nil
+	}
+	return c.ws.CloseNow()
+}
+
+// Subprotocol is the negotiated subprotocol.
+func (c *conn) Subprotocol() string { return c.ws.Subprotocol() }
+
+// SetReadLimit bounds a message from the client.
+func (c *conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
+
+// SetReadDeadline closes the socket at t unless it is set again first (the
+// transport's ping/pong check); the zero time clears it.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline != nil {
+		c.deadline.Stop()
+		c.deadline = nil
+	}
+	if t.IsZero() {
+		return nil
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		return c.ws.CloseNow()
+	}
+	c.deadline = time.AfterFunc(d, func() { _ = c.ws.CloseNow() })
+	return nil
+}
+
+func (c *conn) stopDeadline() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline != nil {
+		c.deadline.Stop()
+		c.deadline = nil
+	}
+}
+
+// corkingHijacker hands coder/websocket a connection whose writes can be
+// held back and sent together (corkConn).
+type corkingHijacker struct {
+	http.ResponseWriter
+	conn *corkConn
+}
+
+func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.conn = &corkConn{Conn: nc}
+	brw.Writer.Reset(h.conn) // the same 4 KiB buffer, now in front of corkConn
+	return h.conn, brw, nil
+}
+
+// corkConn is a net.Conn whose writes, while it is corked, collect in a
+// buffer that uncork sends in one write. Writes of other goroutines (a pong,
+// a close frame) that come meanwhile join the batch, in order: each frame is
+// whole in the buffer, because coder/websocket writes a frame under its own
+// lock. The buffer exists only while corked (idle sockets hold none).
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked int
+	buf    *[]byte
+}
+
+var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxPooledCork: a batch buffer that grew past this is dropped, not pooled.
+const maxPooledCork = 1 << 20
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked > 0 {
+		*c.buf = append(*c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked == 0 {
+		c.buf = corkBuffers.Get().(*[]byte)
+	}
+	c.corked++
+}
+
+// uncork sends what collected since the first cork, once the last cork is
+// taken out. The lock is held across the write so that a later write cannot
+// overtake the batch.
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked--; c.corked > 0 {
+		return nil
+	}
+	b := c.buf
+	c.buf = nil
+	var err error
+	if len(*b) > 0 {
+		_, err = c.Conn.Write(*b)
+	}
+	if cap(*b) <= maxPooledCork {
+		*b = (*b)[:0]
+		corkBuffers.Put(b)
+	}
+	return err
+}
