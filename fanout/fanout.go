@@ -41,7 +41,8 @@ type Config struct {
 	// Flush is how long a group collects new messages before it wakes its
 	// members: each member writes what it has in one system call, so a
 	// burst of events is one write per subscriber, not one per event.
-	// Default DefaultFlush.
+	// Default DefaultFlush. A latest-mode group (availabilityChanged, whose
+	// execution already is one burst per push tick) waits LatestFlush.
 	Flush time.Duration
 	// Report tells one subscriber why its subscription ended (the
 	// resolvers' words: an error message, a 1012 close at shutdown); a
@@ -51,9 +52,13 @@ type Config struct {
 }
 
 // DefaultFlush is Config.Flush's default: short beside the event relay's
-// 50 ms tick and the availability push interval, long enough that the
-// events of one fetch leave together.
-const DefaultFlush = 5 * time.Millisecond
+// 50 ms tick (and the 500 ms delivery target), long enough that the events
+// of one fetch, which gqlgen executes one by one, leave together.
+const DefaultFlush = 20 * time.Millisecond
+
+// LatestFlush is how long a latest-mode group collects the values of one
+// push tick (one per changed SKU) before its members write them.
+const LatestFlush = time.Millisecond
 
 // HardBacklogFactor bounds a member's backlog at Backlog times this, however
 // briefly: past it a stockChanged member is cut off at once and an

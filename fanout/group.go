@@ -63,7 +63,12 @@ type group struct {
 	cancel context.CancelFunc
 	tags   tagQueue
 
-	mu         sync.Mutex
+	// mu is held for writing by whoever changes the group (attach, detach,
+	// append, flush, cut) and for reading by a member taking its messages
+	// (member.take): ten thousand members woken by one flush read the log
+	// at once. Under the read lock a member changes only its own fields,
+	// which only holders of the write lock read.
+	mu         sync.RWMutex
 	members    map[*member]struct{}
 	log        []entry
 	base       int64
@@ -74,6 +79,7 @@ type group struct {
 	endErr     error // why the stream ended (Ended), nil when it simply did
 	report     func(context.Context, error)
 	flushArmed bool
+	offered    int64 // the head at the last flush: entries below it were offered to every member
 }
 
 func newGroup(r *Registry, key string, latest bool) *group {
@@ -181,7 +187,11 @@ func (g *group) append(e entry) {
 	}
 	if !g.flushArmed {
 		g.flushArmed = true
-		time.AfterFunc(g.r.cfg.Flush, g.flush)
+		wait := g.r.cfg.Flush
+		if g.latest {
+			wait = LatestFlush
+		}
+		time.AfterFunc(wait, g.flush)
 	}
 	g.mu.Unlock()
 	if closing {
@@ -197,19 +207,26 @@ func (g *group) flush() {
 	g.flushArmed = false
 	head, now := g.head(), time.Now()
 	minNext := head
+	hard := int64(g.r.cfg.Backlog * HardBacklogFactor)
 	for m := range g.members {
-		backlog := head - m.next
+		// What counts against a member is what it was offered at an
+		// earlier flush and has not taken: what came since the last flush
+		// is waiting for this one's wake-up, not for the member.
+		late, backlog := g.offered-m.next, head-m.next
 		switch {
-		case backlog <= int64(g.r.cfg.Backlog):
-			m.stalledSince = time.Time{}
 		case g.latest:
-			if backlog > int64(g.r.cfg.Backlog*HardBacklogFactor) {
+			if backlog > hard {
 				// Far behind: skip to the newest value of each key.
 				m.owed, m.next = append([]entry(nil), g.newest...), head
 			}
+		case backlog > hard:
+			g.cut(m)
+			continue
+		case late <= int64(g.r.cfg.Backlog):
+			m.stalledSince = time.Time{}
 		case m.stalledSince.IsZero():
 			m.stalledSince = now
-		case now.Sub(m.stalledSince) >= g.r.cfg.StallTimeout || backlog > int64(g.r.cfg.Backlog*HardBacklogFactor):
+		case now.Sub(m.stalledSince) >= g.r.cfg.StallTimeout:
 			g.cut(m)
 			continue
 		}
@@ -218,6 +235,7 @@ func (g *group) flush() {
 		}
 		minNext = min(minNext, m.next)
 	}
+	g.offered = head
 	if drop := minNext - g.base; drop > 0 {
 		if drop == int64(len(g.log)) {
 			clear(g.log)

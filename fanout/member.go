@@ -28,7 +28,8 @@ type member struct {
 	prefix, suffix []byte
 	frame          []byte
 
-	// Under g.mu.
+	// Under g.mu; written by the member itself under the read lock
+	// (take), by the group under the write lock.
 	next         int64   // the index of the first log entry it has not taken
 	owed         []entry // latest mode: newest values to take before the log
 	stalledSince time.Time
@@ -116,8 +117,8 @@ func (m *member) responses(context.Context) *graphql.Response {
 // the log; or, with ended, why it ends (nil: the stream simply did).
 func (m *member) take() (batch []entry, end error, ended bool) {
 	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	if m.cut != nil {
 		return nil, m.cut, true
 	}
@@ -169,9 +170,9 @@ func (m *member) write(batch []entry) error {
 
 // report tells the member why its subscription ended, on its own context.
 func (m *member) report(ctx context.Context, err error) {
-	m.g.mu.Lock()
+	m.g.mu.RLock()
 	report := m.g.report
-	m.g.mu.Unlock()
+	m.g.mu.RUnlock()
 	if report == nil || m.cut != nil {
 		report = m.r.cfg.Report
 	}
