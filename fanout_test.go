@@ -263,7 +263,9 @@ func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
 		}
 		switch m.Type {
 		case "next":
-			var p struct{ Data struct{ StockChanged wsEvent } }
+			var p struct {
+				Data struct{ StockChanged wsEvent }
+			}
 			if err := json.Unmarshal(m.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
