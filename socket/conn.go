@@ -92,7 +92,14 @@ func (c *conn) WriteJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	return c.ws.Write(context.Background(), websocket.MessageText, b)
+	// Corked: a message bigger than the write buffer still leaves in one
+	// system call with its frame header.
+	c.raw.cork()
+	err = c.ws.Write(context.Background(), websocket.MessageText, b)
+	if uerr := c.raw.uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // WriteMessages writes each message of msgs as a text message, all in one
@@ -192,10 +199,21 @@ func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.conn = &corkConn{Conn: nc}
-	brw.Writer.Reset(h.conn) // the same 4 KiB buffer, now in front of corkConn
-	return h.conn, brw, nil
+	// Small buffers in place of net/http's 4 KiB ones, which an idle socket
+	// would hold for its whole life: writes are batched by corking (a
+	// payload bigger than the buffer goes straight to corkConn), and what a
+	// client sends is small. Bytes net/http had read past the handshake are
+	// the first corkConn reads.
+	pending, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	h.conn = &corkConn{Conn: nc, unread: bytes.Clone(pending)}
+	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, socketReadBuffer), bufio.NewWriterSize(h.conn, socketWriteBuffer)), nil
 }
+
+// Per-socket buffer sizes (see corkingHijacker.Hijack).
+const (
+	socketReadBuffer  = 1 << 10
+	socketWriteBuffer = 256
+)
 
 // corkConn is a net.Conn whose writes, while it is corked, collect in a
 // buffer that uncork sends in one write. Writes of other goroutines (a pong,
@@ -204,9 +222,20 @@ func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // lock. The buffer exists only while corked (idle sockets hold none).
 type corkConn struct {
 	net.Conn
+	unread []byte // read before the hijack; only the reader touches it
+
 	mu     sync.Mutex
 	corked int
 	buf    *[]byte
+}
+
+func (c *corkConn) Read(p []byte) (int, error) {
+	if len(c.unread) > 0 {
+		n := copy(p, c.unread)
+		c.unread = c.unread[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
