@@ -14,6 +14,7 @@ import (
 	"inventory/codecrypt"
 	"inventory/domain"
 	"inventory/events"
+	"inventory/fanout"
 )
 
 // config is the server's whole configuration, read from the environment.
@@ -49,6 +50,7 @@ type config struct {
 	CodeRevealRetention      time.Duration
 	WebhookDeliveryRetention time.Duration
 	Events                   events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
+	SubscriptionFlush        time.Duration // INVENTORY_SUBSCRIPTION_FLUSH
 	AvailabilityMaxLag       time.Duration // INVENTORY_AVAILABILITY_MAX_LAG: 0 answers availability from the database only
 	LogLevel                 string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
 	WSKeepAlive              time.Duration // INVENTORY_WS_KEEPALIVE
@@ -179,6 +181,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},
+		SubscriptionFlush:   min(dur("INVENTORY_SUBSCRIPTION_FLUSH", fanout.DefaultFlush), time.Second),
 		AvailabilityMaxLag:  durOff("INVENTORY_AVAILABILITY_MAX_LAG", time.Second),
 		LogLevel:            str("INVENTORY_LOG_LEVEL", "info"),
 		WSKeepAlive:         dur("INVENTORY_WS_KEEPALIVE", 10*time.Second),

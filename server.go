@@ -174,7 +174,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
 	// Identical subscriptions run once for all their subscribers; a member
 	// may fall behind as far as a broker subscriber may.
-	fan := fanout.New(fanout.Config{Backlog: cfg.Events.Buffer, StallTimeout: cfg.Events.StallTimeout, Report: resolvers.ReportSubscriptionEnd})
+	fan := fanout.New(fanout.Config{Backlog: cfg.Events.Buffer, StallTimeout: cfg.Events.StallTimeout, Flush: cfg.SubscriptionFlush, Report: resolvers.ReportSubscriptionEnd})
 	m := metrics.New(liveSubscriptions{Broker: broker, fan: fan})
 	m.WatchFanout(fan)
 	// The in-memory availability copy follows the broker's stream; nil

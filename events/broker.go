@@ -318,7 +318,11 @@ func (b *Broker) since(cursor int64, max int) ([]domain.StockEvent, bool, <-chan
 	}
 	i := int(cursor + 1 - b.recent[0].Seq)
 	end := min(i+max, len(b.recent))
-	return append([]domain.StockEvent(nil), b.recent[i:end]...), true, b.wake
+	// Shared, not copied (every subscriber reads every batch): an element
+	// of recent is never written once appended; fetchNew appends past the
+	// length (which no reader's slice reaches: capped here) and trims into
+	// a new array.
+	return b.recent[i:end:end], true, b.wake
 }
 
 var _ domain.StockEventStream = (*Broker)(nil)
