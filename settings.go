@@ -125,7 +125,7 @@ var settings = []setting{
 		Meaning: "events buffered per subscriber"},
 	{Name: "INVENTORY_SUBSCRIBER_STALL_TIMEOUT", Group: "Events and subscriptions", Default: "10s", Shown: "",
 		Meaning: "a subscriber whose buffer stays full this long is disconnected"},
-	{Name: "INVENTORY_SUBSCRIPTION_FLUSH", Group: "Events and subscriptions", Default: "20ms", Shown: "",
+	{Name: "INVENTORY_SUBSCRIPTION_FLUSH", Group: "Events and subscriptions", Default: "5ms", Shown: "",
 		Meaning: "how long a group of identical subscriptions collects new messages before its subscribers write them: each subscriber's pending messages leave in one socket write per flush, not one per event (availabilityChanged ticks wait 1 ms). Longer: fewer writes, later delivery; at most 1s"},
 	{Name: "INVENTORY_WS_INIT_TIMEOUT", Group: "Events and subscriptions", Default: "10s", Shown: "",
 		Meaning: "a WebSocket that sends no `connection_init` in time is closed"},

@@ -238,10 +238,13 @@ func (c *corkConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// A batch buffer starts small (a viewer's batch is one message) and grows
+// as a batch needs; ten thousand sockets written after one flush hold one
+// each meanwhile.
+var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // maxPooledCork: a batch buffer that grew past this is dropped, not pooled.
-const maxPooledCork = 1 << 20
+const maxPooledCork = 64 << 10
 
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
