@@ -68,6 +68,11 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 			return err
 		}
 		// ids is ascending, so the k-th id (1-based) gets base + k.
+		//
+		// A batch that took fewer than limit ids took every event that had
+		// committed before this statement's snapshot, so every change
+		// committed before this transaction began (now()) is then published:
+		// complete_at says so (see AvailabilityHead).
 		var last int64
 		if err := tx.QueryRow(ctx, `
 			WITH published AS (
@@ -75,10 +80,11 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 				WHERE id = ANY($1::bigint[])
 				RETURNING seq
 			), head AS (
-				UPDATE stock_events_head SET last_seq = (SELECT max(seq) FROM published)
+				UPDATE stock_events_head SET last_seq = (SELECT max(seq) FROM published),
+				       complete_at = CASE WHEN $4 THEN now() ELSE complete_at END
 			)
 			SELECT count(*), max(seq), pg_notify($3, max(seq)::text) IS NOT NULL FROM published`,
-			ids, base, domain.StockEventsChannel).Scan(&n, &last, new(bool)); err != nil {
+			ids, base, domain.StockEventsChannel, len(ids) < limit).Scan(&n, &last, new(bool)); err != nil {
 			return err
 		}
 		if n != len(ids) {
