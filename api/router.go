@@ -101,6 +101,11 @@ func NewRouter(cfg Config) http.Handler {
 	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
 	gql.Use(limits)
 	gql.AroundOperations(limits.around)
+	// Innermost of all, inside every limit: availability from memory
+	// without the executor (fastAvailability).
+	if mem, ok := cfg.Answers.(AvailabilityMemory); ok {
+		gql.AroundOperations(fastAvailability{mem}.around)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
 		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit, newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
