@@ -242,16 +242,11 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			filter[l] = true
 		}
 	}
-	out = make([]*domain.Availability, len(q.SKUs))
-	first := make(map[string]*domain.Availability, len(q.SKUs))
+	// One allocation for the entries and one for all their balances: this
+	// is every anonymous page view's work, and allocation was most of it.
+	found := make([]*sku, len(q.SKUs))
+	nBalances := 0
 	for i, code := range q.SKUs {
-		if a, repeat := first[code]; repeat {
-			// A repeat: its own copy, so no caller sees two entries alias.
-			dup := *a
-			dup.Locations = slices.Clone(a.Locations)
-			out[i] = &dup
-			continue
-		}
 		s := c.skus[code]
 		if s == nil {
 			c.unknown()
@@ -261,20 +256,41 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			c.fallbacks.Add(1)
 			return nil, 0, nil, false
 		}
+		found[i] = s
+		nBalances += len(s.balances)
+	}
+	if withDeps {
+		deps = make([]domain.AnswerDep, 0, len(q.SKUs))
+	}
+	entries := make([]domain.Availability, len(q.SKUs))
+	balances := make([]domain.Balance, 0, nBalances)
+	out = make([]*domain.Availability, len(q.SKUs))
+	for i, s := range found {
+		if j := slices.Index(found[:i], s); j >= 0 {
+			// A repeat: its own copy, so no caller sees two entries alias.
+			entries[i] = *out[j]
+			entries[i].Locations = slices.Clone(out[j].Locations)
+			out[i] = &entries[i]
+			continue
+		}
 		if withDeps {
 			deps = append(deps, domain.AnswerDep{SKU: s.code, Version: s.version, Load: c.gen})
 		}
-		a := &domain.Availability{SKU: s.code, Locations: make([]domain.Balance, 0, len(s.balances))}
+		a := &entries[i]
+		a.SKU = s.code
+		start := len(balances)
 		for _, b := range s.balances {
 			if filter != nil && !filter[b.location] {
 				continue
 			}
-			a.Locations = append(a.Locations, domain.Balance{SKU: s.code, Location: b.location,
+			balances = append(balances, domain.Balance{SKU: s.code, Location: b.location,
 				OnHand: int(b.onHand), Reserved: int(b.reserved), PendingSupply: int(b.pending), Preordered: int(b.preordered),
 				UpdatedAt: time.Unix(0, b.updatedAt)}) // local, as pgx gives the database path
 			seq = max(seq, b.seq)
 		}
-		first[code], out[i] = a, a
+		// Capped, so an append by the caller cannot write into the next entry's.
+		a.Locations = balances[start:len(balances):len(balances)]
+		out[i] = a
 	}
 	c.hits.Add(1)
 	return out, seq, deps, true
