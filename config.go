@@ -177,7 +177,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CodeRevealRetention:      dur("INVENTORY_CODE_REVEAL_RETENTION", 400*24*time.Hour),
 		WebhookDeliveryRetention: dur("INVENTORY_WEBHOOK_DELIVERY_RETENTION", 30*24*time.Hour),
 		Events: events.Config{
-			Tick:         dur("INVENTORY_EVENTS_TICK", 50*time.Millisecond),
+			Tick:         dur("INVENTORY_EVENTS_TICK", 25*time.Millisecond),
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
 		},

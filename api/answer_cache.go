@@ -2,6 +2,9 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,9 +26,9 @@ const (
 )
 
 // answerCache keeps, per anonymous GET (its whole query string: the
-// persisted query's hash or text, variables, operation name), the
-// serialized answer of a query whose every root field was availability
-// answered from the in-memory copy, with what it read; the same GET again is
+// persisted query's hash or text, variables, operation name) or POST (its
+// JSON body, see answerKey), the serialized answer of a query whose every root field was availability
+// answered from the in-memory copy, with what it read; the same request again is
 // answered with those bytes, without gqlgen, while none of those SKUs'
 // balances changed (and the copy is the same load and within its bound).
 // It runs inside the rate limiter: a hit spends the anonymous read budget
@@ -56,12 +59,18 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" ||
-			strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !isAnonymous(r) {
+		key, ok := answerKey(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := r.URL.RawQuery
+		if r.Method == http.MethodPost {
+			// cacheHeaders notes what GETs read; a POST's reads are noted
+			// here. Its answer stays out of HTTP caches (no ETag, no
+			// Cache-Control): only this server reuses its bytes.
+			ctx, _ := domain.WithAnswerSeq(r.Context())
+			r = r.WithContext(ctx)
+		}
 		c.mu.Lock()
 		hit := c.m[key]
 		c.mu.Unlock()
@@ -76,7 +85,7 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 		rec := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		a := domain.AnswerSeqFrom(r.Context())
-		if a == nil || rec.status != http.StatusOK || rec.overflow || !succeeded(rec.buf.Bytes()) {
+		if a == nil || requestWrites(r.Context()) || rec.status != http.StatusOK || rec.overflow || !succeeded(rec.buf.Bytes()) {
 			return
 		}
 		seq, sequenced := a.Seq()
@@ -96,6 +105,45 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 		c.m[key] = entry
 		c.bytes += len(entry.body)
 	})
+}
+
+// maxCachedPOSTBodyBytes is the largest POST body whose answer is kept:
+// storefront queries are small (a persisted query's text is at most
+// maxPersistedQueryBytes).
+const maxCachedPOSTBodyBytes = 64 << 10
+
+// answerKey is the cache key of an anonymous query request, false for
+// anything the cache leaves alone (a caller with credentials, a method
+// other than GET and POST, a WebSocket upgrade, an SSE stream, a POST body
+// that is not JSON or is large). A GET's key is its whole query string; a
+// POST's the SHA-256 of its Accept header and its body (query or persisted
+// query hash, operation name, variables and extensions, byte for byte), so
+// an entry is only ever made, and found, for exactly the request that was
+// answered: a document gqlgen accepted. limitBody has already read (and
+// bounded) the body, decoded it and marked mutations; the bytes are read
+// again from memory and put back.
+func answerKey(r *http.Request) (string, bool) {
+	if (r.Method != http.MethodGet && r.Method != http.MethodPost) || r.Header.Get("Upgrade") != "" ||
+		strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !isAnonymous(r) {
+		return "", false
+	}
+	if r.Method == http.MethodGet {
+		return "G" + r.URL.RawQuery, true
+	}
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" ||
+		requestWrites(r.Context()) || r.Body == nil {
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCachedPOSTBodyBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || len(body) > maxCachedPOSTBodyBytes {
+		return "", false
+	}
+	h := sha256.New()
+	_, _ = io.WriteString(h, r.Header.Get("Accept"))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write(body)
+	return "P" + string(h.Sum(nil)), true
 }
 
 // recordingWriter passes an answer through and keeps a copy of it (up to

@@ -133,8 +133,15 @@ func isAnonymous(r *http.Request) bool {
 	return a.Role == domain.RoleAnonymous && a.TokenProblem == ""
 }
 
-// succeeded says whether a GraphQL answer has data and no errors.
+// succeeded says whether a GraphQL answer has data and no errors. gqlgen
+// writes errors before data (graphql.Response's field order) and omits an
+// empty list, so an answer that begins with an object of data has none: it
+// is told without parsing (a second JSON parse of every answer was 5% of an
+// availability POST's CPU). Anything else is parsed.
 func succeeded(body []byte) bool {
+	if bytes.HasPrefix(body, []byte(`{"data":{`)) {
+		return true
+	}
 	var resp struct {
 		Data   json.RawMessage `json:"data"`
 		Errors json.RawMessage `json:"errors"`

@@ -101,6 +101,12 @@ func NewRouter(cfg Config) http.Handler {
 	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
 	gql.Use(limits)
 	gql.AroundOperations(limits.around)
+	// Inside every limit: availability from memory without the executor
+	// (fastAvailability, queries only), then innermost the subscription
+	// fan-out (subscriptions only).
+	if mem, ok := cfg.Answers.(AvailabilityMemory); ok {
+		gql.AroundOperations(fastAvailability{mem}.around)
+	}
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)

@@ -53,8 +53,9 @@ type Stream interface {
 type Config struct {
 	// MaxLag is how stale the copy may be and still answer. Default 1s.
 	MaxLag time.Duration
-	// ProbeInterval is how often staleness is measured. Default MaxLag/10,
-	// at most 100ms.
+	// ProbeInterval is how often staleness is measured (one short query).
+	// Default MaxLag/10, at most 20ms: between two probes the measured
+	// staleness can only grow, so the interval adds up to itself to it.
 	ProbeInterval time.Duration
 	// CatalogInterval is the least time between two catalog reads made
 	// because a query named a SKU or location the copy did not know.
@@ -70,7 +71,7 @@ func (c Config) withDefaults() Config {
 		c.MaxLag = time.Second
 	}
 	if c.ProbeInterval <= 0 {
-		c.ProbeInterval = min(c.MaxLag/10, 100*time.Millisecond)
+		c.ProbeInterval = min(c.MaxLag/10, 20*time.Millisecond)
 	}
 	if c.CatalogInterval <= 0 {
 		c.CatalogInterval = 250 * time.Millisecond
@@ -126,9 +127,10 @@ type Copy struct {
 	dirty            map[[2]string]struct{}
 	changed          chan struct{} // closed (and replaced) whenever a balance changes
 
-	reload  chan struct{} // a gap, an unknown location, a reconnect
-	catalog chan struct{} // a query named an unknown code
-	supply  chan struct{} // dirty balances wait for their supply figures
+	reload     chan struct{} // a gap, an unknown location, a reconnect
+	appliedSig chan struct{} // events were applied: measure now, the head they reached is likely the newest
+	catalog    chan struct{} // a query named an unknown code
+	supply     chan struct{} // dirty balances wait for their supply figures
 
 	gen       int64 // loads installed, under mu: a supply read from before a load is dropped
 	reloads   atomic.Int64
@@ -140,7 +142,7 @@ type Copy struct {
 func New(st Store, stream Stream, cfg Config, logger *slog.Logger) *Copy {
 	return &Copy{store: st, stream: stream, cfg: cfg.withDefaults(), logger: logger,
 		changed: make(chan struct{}), dirty: map[[2]string]struct{}{},
-		reload: make(chan struct{}, 1), catalog: make(chan struct{}, 1), supply: make(chan struct{}, 1)}
+		reload: make(chan struct{}, 1), appliedSig: make(chan struct{}, 1), catalog: make(chan struct{}, 1), supply: make(chan struct{}, 1)}
 }
 
 // MaxLag is the configured bound on staleness.
@@ -240,16 +242,11 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			filter[l] = true
 		}
 	}
-	out = make([]*domain.Availability, len(q.SKUs))
-	first := make(map[string]*domain.Availability, len(q.SKUs))
+	// One allocation for the entries and one for all their balances: this
+	// is every anonymous page view's work, and allocation was most of it.
+	found := make([]*sku, len(q.SKUs))
+	nBalances := 0
 	for i, code := range q.SKUs {
-		if a, repeat := first[code]; repeat {
-			// A repeat: its own copy, so no caller sees two entries alias.
-			dup := *a
-			dup.Locations = slices.Clone(a.Locations)
-			out[i] = &dup
-			continue
-		}
 		s := c.skus[code]
 		if s == nil {
 			c.unknown()
@@ -259,20 +256,41 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			c.fallbacks.Add(1)
 			return nil, 0, nil, false
 		}
+		found[i] = s
+		nBalances += len(s.balances)
+	}
+	if withDeps {
+		deps = make([]domain.AnswerDep, 0, len(q.SKUs))
+	}
+	entries := make([]domain.Availability, len(q.SKUs))
+	balances := make([]domain.Balance, 0, nBalances)
+	out = make([]*domain.Availability, len(q.SKUs))
+	for i, s := range found {
+		if j := slices.Index(found[:i], s); j >= 0 {
+			// A repeat: its own copy, so no caller sees two entries alias.
+			entries[i] = *out[j]
+			entries[i].Locations = slices.Clone(out[j].Locations)
+			out[i] = &entries[i]
+			continue
+		}
 		if withDeps {
 			deps = append(deps, domain.AnswerDep{SKU: s.code, Version: s.version, Load: c.gen})
 		}
-		a := &domain.Availability{SKU: s.code, Locations: make([]domain.Balance, 0, len(s.balances))}
+		a := &entries[i]
+		a.SKU = s.code
+		start := len(balances)
 		for _, b := range s.balances {
 			if filter != nil && !filter[b.location] {
 				continue
 			}
-			a.Locations = append(a.Locations, domain.Balance{SKU: s.code, Location: b.location,
+			balances = append(balances, domain.Balance{SKU: s.code, Location: b.location,
 				OnHand: int(b.onHand), Reserved: int(b.reserved), PendingSupply: int(b.pending), Preordered: int(b.preordered),
 				UpdatedAt: time.Unix(0, b.updatedAt)}) // local, as pgx gives the database path
 			seq = max(seq, b.seq)
 		}
-		first[code], out[i] = a, a
+		// Capped, so an append by the caller cannot write into the next entry's.
+		a.Locations = balances[start:len(balances):len(balances)]
+		out[i] = a
 	}
 	c.hits.Add(1)
 	return out, seq, deps, true
@@ -363,6 +381,14 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 			}
 		case <-c.reload:
 			c.logger.InfoContext(ctx, "availability copy: reloading")
+		case <-c.appliedSig:
+			// Measuring right after a fetch was applied reads the head it
+			// reached (and the relay batch that made it), so staleness
+			// drops at once instead of at the next probe tick; the ticker
+			// then restarts, so a busy stream is not probed twice as often.
+			c.measure(ctx)
+			probe.Reset(c.cfg.ProbeInterval)
+			continue
 		case <-probe.C:
 			if g := c.stream.ListenGeneration(); g != gen {
 				c.logger.InfoContext(ctx, "availability copy: LISTEN reconnected; reloading")
@@ -490,6 +516,7 @@ func (c *Copy) apply(e domain.StockEvent) bool {
 	}
 	c.dirty[[2]string{e.SKU, e.Location}] = struct{}{}
 	signal(c.supply)
+	signal(c.appliedSig)
 	for len(c.probes) > 0 && c.probes[0].head <= c.applied {
 		c.caughtUp = later(c.caughtUp, c.probes[0].caughtUp)
 		c.probes = c.probes[1:]

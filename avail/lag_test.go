@@ -17,9 +17,11 @@ import (
 )
 
 // Under 32 writers reserving and releasing (the broker at its default
-// tick), the copy keeps up with the relay: each event's time from its
-// transaction to the copy, the measured staleness and the relay's own lag
-// are reported, and the copy's staleness is at most 250ms over the relay's.
+// tick, the copy at its default probe interval), the copy's measured
+// staleness (inventory_availability_lag_seconds, sampled every 10ms) has a
+// p99 under 100ms. Each event's time from its writer's transaction start to
+// the copy (which counts the writer's own lock waits) and the relay's own
+// lag are reported beside it.
 func TestCopyLagUnderReserveLoad(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -106,10 +108,9 @@ func TestCopyLagUnderReserveLoad(t *testing.T) {
 	}
 	t.Logf("%d reserves in 5s; commit to applied over %d events: p50 %v, p99 %v, max %v; measured staleness over %d samples: p50 %v, p99 %v, max %v; %d samples fell back; the relay's own lag (oldest unpublished event): p50 %v, p99 %v",
 		reserves, len(applied), pct(applied, .5), pct(applied, .99), pct(applied, 1), len(lags), pct(lags, .5), pct(lags, .99), pct(lags, 1), fellBack, pct(relay, .5), pct(relay, .99))
-	// The copy adds little to the relay's own lag (its probe interval and
-	// a fetch): on a quiet machine both are tens of milliseconds; on a
-	// loaded one the relay's commit waits for WAL and both grow together.
-	if copyP50, relayP50 := pct(lags, .5), pct(relay, .5); copyP50 > relayP50+250*time.Millisecond {
-		t.Errorf("the copy's staleness p50 %v is more than 250ms over the relay's own lag p50 %v", copyP50, relayP50)
+	// The staleness is the relay's tick, its publish, the NOTIFY and fetch,
+	// and the probe interval: tens of milliseconds.
+	if p99 := pct(lags, .99); p99 >= 100*time.Millisecond {
+		t.Errorf("the copy's measured staleness p99 is %v, want < 100ms", p99)
 	}
 }

@@ -34,7 +34,8 @@ type Store interface {
 // Config tunes the broker; zero values take the defaults.
 type Config struct {
 	// Tick is how often this instance tries to publish committed events;
-	// at most one NOTIFY goes out per tick. Default 50ms.
+	// at most one NOTIFY goes out per tick. Default 25ms: the relay's
+	// tick is most of the availability copy's staleness (avail).
 	Tick time.Duration
 	// Poll fetches new events even without a notification (a lost
 	// connection, a missed signal). Default 1s.
@@ -51,7 +52,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Tick <= 0 {
-		c.Tick = 50 * time.Millisecond
+		c.Tick = 25 * time.Millisecond
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second

@@ -22,9 +22,7 @@ func (s *Store) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySn
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		snap = domain.AvailabilitySnapshot{}
 		var lag float64
-		if err := tx.QueryRow(ctx, `
-			SELECT (SELECT last_seq FROM stock_events_head),
-			       coalesce((SELECT extract(epoch FROM now() - e.at) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8`).
+		if err := tx.QueryRow(ctx, headLag).
 			Scan(&snap.Seq, &lag); err != nil {
 			return err
 		}
@@ -91,15 +89,24 @@ func (s *Store) AvailabilityCatalog(ctx context.Context) (skus []string, locatio
 	return skus, locations, wrap("AvailabilityCatalog", err)
 }
 
-// AvailabilityHead is the newest published seq and how long the oldest
-// committed but unpublished event has waited (0 when none waits), in one
-// statement: with it a copy that has applied through the head knows how
-// stale it can be.
+// headLag reads the newest published seq and how stale a reader that has
+// applied through it can be (0 when no committed event waits for the
+// relay): since the later of the oldest waiting event's time (its writer's
+// transaction start, before its commit) and the start of the relay's last
+// complete batch (every change committed before it is published, see
+// StockEventsPublish). The second is what bounds it under a steady load:
+// there is then always an event waiting, whose time counts its writer's
+// whole transaction (lock waits included), not staleness.
+const headLag = `SELECT h.last_seq,
+		       coalesce((SELECT greatest(extract(epoch FROM now() - greatest(e.at, h.complete_at)), 0) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8
+		FROM stock_events_head h`
+
+// AvailabilityHead is the newest published seq and how stale a copy that
+// has applied through it can be (see headLag), in one statement: with it a
+// copy that has applied through the head knows how stale it is.
 func (s *Store) AvailabilityHead(ctx context.Context) (seq int64, lag time.Duration, err error) {
 	var secs float64
-	err = s.pool.QueryRow(ctx, `
-		SELECT (SELECT last_seq FROM stock_events_head),
-		       coalesce((SELECT extract(epoch FROM now() - e.at) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8`).
+	err = s.pool.QueryRow(ctx, headLag).
 		Scan(&seq, &secs)
 	return seq, time.Duration(secs * float64(time.Second)), wrap("AvailabilityHead", err)
 }
