@@ -115,7 +115,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		}
 	}()
 	if cfg.MigrateOnStart {
-		applied, err := migrations.Up(ctx, db.api, logger)
+		applied, err := migrations.Up(ctx, db.river, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +127,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// serves /healthz, and /readyz 503 saying to run `inventory migrate`,
 	// until another process has migrated it; nothing reads a table before.
 	if !cfg.MigrateOnStart {
-		reason, err := migrations.Pending(ctx, db.api)
+		reason, err := migrations.Pending(ctx, db.river)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +170,9 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
+	eventsCfg := cfg.Events
+	eventsCfg.Listen = db.listen
+	broker := events.NewBroker(eventStore, db.events, eventsCfg, logger)
 	m := metrics.New(broker)
 	// The in-memory availability copy follows the broker's stream; nil
 	// (INVENTORY_AVAILABILITY_MAX_LAG=0) answers from the database only.
@@ -182,9 +184,9 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	availStock := avail.Stock{Stock: st, Copy: availCopy}
 	m.WatchBatching(st)
 	m.WatchOperations(st)
-	m.WatchPools(map[string]*pgxpool.Pool{"api": db.api, "jobs": db.jobs, "events": db.events})
+	m.WatchPools(db.all())
 	onWebhookAttempt := m.WatchWebhooks(st)
-	riverClient, err := jobs.NewClient(db.jobs, jobs.Config{
+	riverClient, err := jobs.NewClient(db.river, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
@@ -356,7 +358,7 @@ func newStore(pool *pgxpool.Pool) (*store.Store, error) {
 }
 
 func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
-	pool, err := openPool(ctx, cfg, "cli", cfg.DBMaxConns)
+	pool, err := openPool(ctx, cfg, cfg.direct(), "cli", cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ type setting struct {
 // settings lists every variable, in the order the docs show them.
 var settings = []setting{
 	{Name: "DATABASE_URL", Group: "Essentials", Default: "", Shown: "(required; `make run` sets it)",
-		Meaning: "PostgreSQL connection URL"},
+		Meaning: "PostgreSQL connection URL for request traffic (the request, job and event-relay pools); may point at PgBouncer in transaction mode (set `INVENTORY_DB_POOLER=transaction` and `DATABASE_DIRECT_URL` then)"},
 	{Name: "LISTEN_ADDR", Group: "Essentials", Default: ":8080", Shown: "",
 		Meaning: "HTTP listen address (`127.0.0.1:0` picks a free port)"},
 	{Name: "INVENTORY_TOKEN_SECRET", Group: "Essentials", Default: "", Shown: "(required to serve)",
@@ -29,6 +29,12 @@ var settings = []setting{
 		Meaning: "code encryption key ring: `id:base64key[,id:base64key…]`, first seals new codes"},
 	{Name: "INVENTORY_CODES_HMAC_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
 		Meaning: "base64 32-byte key for code dedupe fingerprints; never rotate"},
+	{Name: "DATABASE_DIRECT_URL", Group: "Database", Default: "", Shown: "`DATABASE_URL`",
+		Meaning: "a direct connection to the primary for what needs a session: migrations (an advisory lock), the event stream's `LISTEN`, and River's job-working client (its `LISTEN` and leader election). When set, River gets a pool of its own there (`INVENTORY_DB_DIRECT_CONNS`); job work itself stays on `DATABASE_URL`"},
+	{Name: "INVENTORY_DB_POOLER", Group: "Database", Default: "none", Shown: "",
+		Meaning: "`transaction` when `DATABASE_URL` is PgBouncer (or another pooler) in transaction mode: no server-side prepared statements (statement descriptions are cached client-side, queries stay one round trip) and no startup parameters (`statement_timeout`, `lock_timeout`, `jit` must then be the role's defaults: `ALTER ROLE … SET`, see docs/operations.md; `serve` refuses to start when they are unbounded). `none`: a direct connection"},
+	{Name: "INVENTORY_DB_DIRECT_CONNS", Group: "Database", Default: "4", Shown: "",
+		Meaning: "River's pool on `DATABASE_DIRECT_URL`, when that is set (one held for `LISTEN`, the rest for fetching and completing jobs in batches), per instance"},
 	{Name: "INVENTORY_DB_MAX_CONNS", Group: "Database", Default: "20", Shown: "",
 		Meaning: "connections for HTTP requests, per instance. Requests, River and the event relay each have a pool of their own (`application_name` `inventory-api`, `-jobs`, `-events`), so requests queued on a hot balance cannot starve expiry or live stock"},
 	{Name: "INVENTORY_DB_ANONYMOUS_CONNS", Group: "Database", Default: "", Shown: "a fifth of `INVENTORY_DB_MAX_CONNS`, at least 1, at most 4",
