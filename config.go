@@ -23,6 +23,9 @@ type config struct {
 	DatabaseDirectURL  string        // DATABASE_DIRECT_URL: what needs a session (migrations, LISTEN, River); DATABASE_URL when unset
 	DBPooler           string        // INVENTORY_DB_POOLER: "none" or "transaction" (DATABASE_URL is PgBouncer in transaction mode)
 	DBDirectConns      int32         // INVENTORY_DB_DIRECT_CONNS: River's own pool on DATABASE_DIRECT_URL, when that is set
+	DatabaseReplicaURL string        // DATABASE_REPLICA_URL: a streaming standby for storefront reads; none when unset
+	DBReplicaConns     int32         // INVENTORY_DB_REPLICA_CONNS: the standby's pool
+	ReplicaMaxLag      time.Duration // INVENTORY_REPLICA_MAX_LAG: past it the primary answers
 	ListenAddr         string        // LISTEN_ADDR
 	TokenSecret        string        // INVENTORY_TOKEN_SECRET: secret[,older secret…] (required to serve; each >= 32 bytes)
 	CodesKey           string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
@@ -157,6 +160,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseDirectURL:        getenv("DATABASE_DIRECT_URL"),
 		DBPooler:                 str("INVENTORY_DB_POOLER", "none"),
 		DBDirectConns:            int32(min(num("INVENTORY_DB_DIRECT_CONNS", 4), 1000)),
+		DatabaseReplicaURL:       getenv("DATABASE_REPLICA_URL"),
+		DBReplicaConns:           int32(min(num("INVENTORY_DB_REPLICA_CONNS", 4), 1000)),
+		ReplicaMaxLag:            dur("INVENTORY_REPLICA_MAX_LAG", time.Second),
 		ListenAddr:               str("LISTEN_ADDR", ":8080"),
 		TokenSecret:              getenv("INVENTORY_TOKEN_SECRET"),
 		CodesKey:                 getenv("INVENTORY_CODES_KEY"),

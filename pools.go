@@ -30,6 +30,10 @@ type pools struct {
 	// listen is how the event broker opens its LISTEN connection: on the
 	// direct URL.
 	listen *pgx.ConnConfig
+	// replica is the streaming standby for storefront reads, nil without
+	// DATABASE_REPLICA_URL. It is not pinged at start: a standby that is
+	// down must not keep the server from serving (the primary answers).
+	replica *pgxpool.Pool
 }
 
 // openPools opens the pools, closing what it opened if one fails.
@@ -62,6 +66,15 @@ func openPools(ctx context.Context, cfg config) (*pools, error) {
 		return fail(err)
 	}
 	p.listen = listen.ConnConfig
+	if cfg.DatabaseReplicaURL != "" {
+		rcfg, err := poolConfig(cfg, connection{url: cfg.DatabaseReplicaURL, name: "DATABASE_REPLICA_URL"}, "replica", cfg.DBReplicaConns)
+		if err != nil {
+			return fail(err)
+		}
+		if p.replica, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+			return fail(fmt.Errorf("DATABASE_REPLICA_URL: %w", err))
+		}
+	}
 	if pooled.transactionPooled {
 		if err := checkRoleTimeouts(ctx, p.api); err != nil {
 			return fail(err)
@@ -76,6 +89,9 @@ func (p *pools) all() map[string]*pgxpool.Pool {
 	if p.river != p.jobs {
 		m["river"] = p.river
 	}
+	if p.replica != nil {
+		m["replica"] = p.replica
+	}
 	return m
 }
 
@@ -87,6 +103,9 @@ func (p *pools) close() {
 	}
 	if p.river != nil && p.river != p.jobs {
 		p.river.Close()
+	}
+	if p.replica != nil {
+		p.replica.Close()
 	}
 }
 

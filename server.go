@@ -33,10 +33,12 @@ import (
 	"inventory/api"
 	"inventory/auth"
 	"inventory/avail"
+	"inventory/domain"
 	"inventory/events"
 	"inventory/jobs"
 	"inventory/metrics"
 	"inventory/migrations"
+	"inventory/replica"
 	"inventory/resolvers"
 	"inventory/store"
 )
@@ -176,12 +178,24 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	m := metrics.New(broker)
 	// The in-memory availability copy follows the broker's stream; nil
 	// (INVENTORY_AVAILABILITY_MAX_LAG=0) answers from the database only.
+	// With a standby, storefront reads go there while it is fresh
+	// (replica_reads.go).
+	var copyStore avail.Store = eventStore
+	var stock domain.Stock = st
+	if db.replica != nil {
+		reads := &replicaReads{standby: store.New(db.replica), logger: logger}
+		reads.monitor = replica.New(eventStore, reads.standby, replica.Config{MaxLag: cfg.ReplicaMaxLag}, logger)
+		go reads.monitor.Run(aux)
+		m.WatchReplica(reads.monitor, reads.Reads)
+		copyStore = copySource{Store: eventStore, reads: reads}
+		stock = standbyStock{Stock: st, reads: reads}
+	}
 	var availCopy *avail.Copy
 	if cfg.AvailabilityMaxLag > 0 {
-		availCopy = avail.New(eventStore, broker, avail.Config{MaxLag: cfg.AvailabilityMaxLag, OnApply: m.AvailabilityApplied}, logger)
+		availCopy = avail.New(copyStore, broker, avail.Config{MaxLag: cfg.AvailabilityMaxLag, OnApply: m.AvailabilityApplied}, logger)
 		m.WatchAvailability(availCopy)
 	}
-	availStock := avail.Stock{Stock: st, Copy: availCopy}
+	availStock := avail.Stock{Stock: stock, Copy: availCopy}
 	m.WatchBatching(st)
 	m.WatchOperations(st)
 	m.WatchPools(db.all())

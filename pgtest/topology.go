@@ -27,7 +27,9 @@ func Pooled() bool { return os.Getenv("INVENTORY_TEST_POOLED_URL") != "" }
 func ServerEnv(t testing.TB, dbURL string) map[string]string {
 	t.Helper()
 	pooled := os.Getenv("INVENTORY_TEST_POOLED_URL")
-	if pooled == "" {
+	if pooled == "" || !sameServer(t, dbURL, URL(t)) {
+		// Not through PgBouncer, or a database on a cluster of the test's
+		// own (the faults package's), which PgBouncer does not front.
 		return map[string]string{"DATABASE_URL": dbURL}
 	}
 	name := databaseName(t, dbURL)
@@ -67,6 +69,19 @@ func poolConfig(t testing.TB, u string, params map[string]string) *pgxpool.Confi
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	return cfg
+}
+
+func sameServer(t testing.TB, a, b string) bool {
+	t.Helper()
+	pa, err := url.Parse(a)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	pb, err := url.Parse(b)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return pa.Host == pb.Host
 }
 
 func databaseName(t testing.TB, u string) string {
