@@ -1,12 +1,16 @@
 # The two commands: `make run` serves with a demo catalog, `make test` runs every
 # test against a real PostgreSQL. Both find or start PostgreSQL themselves.
-.PHONY: run test build generate vet bench bench-smoke fuzz soak cluster
+.PHONY: run test test-topology build generate vet bench bench-smoke fuzz soak cluster
 
 run:
 	scripts/run.sh
 
 test:
 	scripts/test.sh
+
+# The scale-out guarantees against that topology (CI runs it after test).
+test-topology:
+	scripts/test-topology.sh
 
 # The production topology on this machine: a primary, a streaming standby,
 # PgBouncer in transaction mode and three instances; Ctrl-C stops it all.
