@@ -26,8 +26,8 @@ func TestStandbyStoppedReadsFallBack(t *testing.T) {
 	standby := pg.newStandby(t)
 	h := newHarness(t, dbURL)
 	inst := h.start("A", map[string]string{
-		"DATABASE_REPLICA_URL":           standby.url("faults"),
-		"INVENTORY_AVAILABILITY_MAX_LAG": "0", // every availability read is a database read
+		"DATABASE_REPLICA_URL":                 standby.url("faults"),
+		"INVENTORY_AVAILABILITY_MAX_LAG":       "0", // every availability read is a database read
 		"INVENTORY_RATE_LIMIT_ANONYMOUS_READS": "0",
 	})
 	h.createKeys()
