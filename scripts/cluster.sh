@@ -197,21 +197,48 @@ all)
   databases
   (cd "$ROOT" && go build -o bin/inventory .)
   pids=()
-  # One token secret for all three: a checkout token minted by one instance
-  # is verified by the others.
-  export INVENTORY_TOKEN_SECRET=${INVENTORY_TOKEN_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
+  # Ctrl-C (or TERM): the instances shut down gracefully, then the
+  # databases and PgBouncer stop.
   trap 'kill "${pids[@]}" 2>/dev/null; wait; stop_all; exit 0' INT TERM
+  # One set of secrets for all three (a checkout token minted by one is
+  # verified by the others; a code sealed by one is opened by all), made
+  # once and kept with the data, so codes stay readable across restarts.
+  SECRETS=$BASE/secrets.env
+  if [ ! -f "$SECRETS" ]; then
+    key() { head -c 32 /dev/urandom | base64 | tr -d '\n'; }
+    (umask 077 && {
+      echo "INVENTORY_TOKEN_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"
+      echo "INVENTORY_CODES_KEY=cluster1:$(key)"
+      echo "INVENTORY_CODES_HMAC_KEY=$(key)"
+    } >"$SECRETS")
+  fi
+  set -a; . "$SECRETS"; set +a
   # Migrations need a session (an advisory lock): the direct URL.
   DATABASE_URL=$(url "$PRIMARY_PORT") "$ROOT/bin/inventory" migrate >/dev/null
+  ADMIN_TOKEN=$(DATABASE_URL=$(url "$PRIMARY_PORT") "$ROOT/bin/inventory" token create --role admin --name "cluster-admin-$(date +%Y%m%d-%H%M%S)-$$" | tail -n 1)
   for i in 0 1 2; do
     port=$((HTTP_PORT + i))
     LISTEN_ADDR=127.0.0.1:$port \
       DATABASE_URL=$(url "$BOUNCER_PORT") \
       DATABASE_DIRECT_URL=$(url "$PRIMARY_PORT") \
       DATABASE_REPLICA_URL=$(url "$STANDBY_PORT") \
-      INVENTORY_DB_POOL_MODE=transaction \
+      INVENTORY_DB_POOLER=transaction \
       "$ROOT/bin/inventory" serve >"$BASE/instance-$i.log" 2>&1 &
     pids+=($!)
+  done
+  for i in 0 1 2; do
+    port=$((HTTP_PORT + i))
+    for _ in $(seq 150); do
+      curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+      kill -0 "${pids[$i]}" 2>/dev/null || break
+      sleep 0.2
+    done
+    if ! curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
+      tail -n 20 "$BASE/instance-$i.log" >&2
+      kill "${pids[@]}" 2>/dev/null || true
+      stop_all
+      die "instance $i on port $port did not become ready (log above: $BASE/instance-$i.log)"
+    fi
   done
   cat <<MSG
 
@@ -219,7 +246,8 @@ all)
     primary     $(url "$PRIMARY_PORT")
     standby     $(url "$STANDBY_PORT")   (streaming from the primary)
     PgBouncer   $(url "$BOUNCER_PORT")   (transaction pooling, at most $SERVER_CONNS server connections)
-    instances   http://127.0.0.1:$HTTP_PORT/  http://127.0.0.1:$((HTTP_PORT + 1))/  http://127.0.0.1:$((HTTP_PORT + 2))/
+    instances   http://127.0.0.1:$HTTP_PORT/  http://127.0.0.1:$((HTTP_PORT + 1))/  http://127.0.0.1:$((HTTP_PORT + 2))/   (all ready)
+    admin token $ADMIN_TOKEN
     logs        $BASE/instance-{0,1,2}.log, $PRIMARY/server.log, $STANDBY/server.log, $BOUNCER/pgbouncer.log
 
 MSG
