@@ -105,6 +105,15 @@ func newCluster(t *testing.T) *cluster {
 	if out, err := c.as(filepath.Join(c.bindir, "initdb"), "-D", c.data(), "-U", "inventory", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
+	c.startOnFreePort(t, "cluster")
+	return c
+}
+
+// startOnFreePort starts the postmaster on a free port (trying another if
+// that one was taken meanwhile), killed at cleanup, with its log shown if
+// the test failed.
+func (c *cluster) startOnFreePort(t *testing.T, what string) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		c.port = freePort(t)
 		err := c.start()
@@ -119,10 +128,9 @@ func newCluster(t *testing.T) *cluster {
 		c.kill()
 		if t.Failed() {
 			log, _ := os.ReadFile(filepath.Join(c.base, "server.log"))
-			t.Logf("PostgreSQL log of the test's cluster:\n%s", log)
+			t.Logf("PostgreSQL log of the test's %s:\n%s", what, log)
 		}
 	})
-	return c
 }
 
 func (c *cluster) data() string { return filepath.Join(c.base, "data") }
@@ -281,22 +289,6 @@ func (c *cluster) newStandby(t *testing.T) *cluster {
 		"-D", s.data(), "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		t.Fatalf("pg_basebackup: %v\n%s", err, out)
 	}
-	for attempt := 0; ; attempt++ {
-		s.port = freePort(t)
-		err := s.start()
-		if err == nil {
-			break
-		}
-		if attempt == 2 {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		s.kill()
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(s.base, "server.log"))
-			t.Logf("PostgreSQL log of the test's standby:\n%s", log)
-		}
-	})
+	s.startOnFreePort(t, "standby")
 	return s
 }
