@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestStandbyStoppedReadsFallBack: on a primary of its own with a streaming
@@ -148,4 +151,78 @@ func TestStandbyStoppedReadsFallBack(t *testing.T) {
 	c := h.checkStore(ctx, l)
 	h.report("verified: %d reads, %d failed; while the standby was down (%.1fs) the primary answered %v of %d, /readyz 200 throughout; the standby took reads back; %s",
 		reads.Load(), failed.Load(), time.Since(stoppedAt).Seconds(), byPrimary, duringOutage, c)
+}
+
+// TestAuthoritativeReadsNeverReadTheStandby: with the standby's replay
+// paused (pg_wal_replay_pause) and INVENTORY_REPLICA_MAX_LAG so wide that
+// it still counts as fresh, database availability reads show the stale
+// standby — proof that reads do go there — while a reserve, and then sku,
+// balances and checkoutReservations, all see the primary's state at once.
+func TestAuthoritativeReadsNeverReadTheStandby(t *testing.T) {
+	t.Parallel()
+	pg := newCluster(t)
+	dbURL := pg.createDatabase("faults")
+	standby := pg.newStandby(t)
+	h := newHarness(t, dbURL)
+	inst := h.start("A", map[string]string{
+		"DATABASE_REPLICA_URL":           standby.url("faults"),
+		"INVENTORY_REPLICA_MAX_LAG":      "1h",
+		"INVENTORY_AVAILABILITY_MAX_LAG": "0", // availability is a database read: the standby's
+	})
+	h.createKeys()
+	s := stock{locations: []string{"AMS"}, quantity: map[string]map[string]int{"A-HP": {"AMS": 10}}}
+	h.loadCatalog(inst.url, s)
+	ctx := t.Context()
+	available := func() string {
+		r, err := h.post(ctx, inst.url, "", `{ availability(skus: ["A-HP"]) { available } }`, nil)
+		if err != nil || len(r.Errors) > 0 {
+			t.Fatalf("availability: %v %+v", err, r.Errors)
+		}
+		return string(r.Data["availability"])
+	}
+	if _, ok := waitFor(15*time.Second, func() bool { return available() == `[{"available":10}]` }); !ok {
+		t.Fatalf("availability %s, want 10 once the standby has the stock", available())
+	}
+	conn, err := pgx.Connect(ctx, standby.url("faults"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	h.report("injected: the standby's replay paused (pg_wal_replay_pause), INVENTORY_REPLICA_MAX_LAG=1h so it is still read")
+
+	r, err := h.post(ctx, inst.url, h.service, `mutation { reserve(input: {checkoutId: "cart-1", requestKey: "k1", lines: [{sku: "A-HP", quantity: 3}]}) { reservation { id status } userErrors { code } } }`, nil)
+	if err != nil || len(r.Errors) > 0 || !strings.Contains(string(r.Data["reserve"]), `"status":"HELD"`) {
+		t.Fatalf("reserve: %v %+v %s", err, r.Errors, r.Data["reserve"])
+	}
+	time.Sleep(500 * time.Millisecond) // the standby would have replayed it by now, had it not been paused
+	if got := available(); got != `[{"available":10}]` {
+		t.Fatalf("availability %s with the standby paused, want the stale 10: the standby is not being read", got)
+	}
+	for name, q := range map[string]string{
+		"sku":                  `{ sku(code: "A-HP") { balances { reserved available } } }`,
+		"balances":             `{ balances { balances { sku reserved available } } }`,
+		"checkoutReservations": `{ checkoutReservations(checkoutId: "cart-1") { status lines { quantity } } }`,
+	} {
+		r, err := h.post(ctx, inst.url, h.admin, q, nil)
+		if err != nil || len(r.Errors) > 0 {
+			t.Fatalf("%s: %v %+v", name, err, r.Errors)
+		}
+		want := `"reserved":3`
+		if name == "checkoutReservations" {
+			want = `"status":"HELD"`
+		}
+		if !strings.Contains(string(r.raw), want) {
+			t.Errorf("%s answered %s, want %s: not the primary's state after the reserve", name, r.raw, want)
+		}
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := waitFor(10*time.Second, func() bool { return available() == `[{"available":7}]` }); !ok {
+		t.Errorf("availability %s after the standby resumed, want 7", available())
+	}
+	h.report("verified: with the standby paused, availability read it (10, stale) while sku, balances and checkoutReservations read the primary (3 reserved, HELD)")
 }
