@@ -1,12 +1,21 @@
 # The two commands: `make run` serves with a demo catalog, `make test` runs every
 # test against a real PostgreSQL. Both find or start PostgreSQL themselves.
-.PHONY: run test build generate vet bench bench-smoke fuzz soak
+.PHONY: run test test-topology build generate vet bench bench-smoke fuzz soak cluster
 
 run:
 	scripts/run.sh
 
 test:
 	scripts/test.sh
+
+# The scale-out guarantees against that topology (CI runs it after test).
+test-topology:
+	scripts/test-topology.sh
+
+# The production topology on this machine: a primary, a streaming standby,
+# PgBouncer in transaction mode and three instances; Ctrl-C stops it all.
+cluster:
+	scripts/cluster.sh
 
 # The version and commit that inventory version prints.
 LDFLAGS = -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,18 +68,18 @@ type binServer struct {
 func setupBinary(t *testing.T, overrides map[string]string) *binServer {
 	t.Helper()
 	bin := serverBinary(t)
+	dbURL := pgtest.NewDatabase(t)
 	env := map[string]string{
-		"DATABASE_URL":             pgtest.NewDatabase(t),
 		"LISTEN_ADDR":              "127.0.0.1:0",
 		"INVENTORY_TOKEN_SECRET":   strings.Repeat("t", 32),
 		"INVENTORY_CODES_KEY":      "k1:" + testCodesKey,
 		"INVENTORY_CODES_HMAC_KEY": testHMACKey,
 		"INVENTORY_LOG_LEVEL":      "warn",
 	}
-	for k, v := range overrides {
-		env[k] = v
-	}
-	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
+	maps.Copy(env, pgtest.ServerEnv(t, dbURL)) // through PgBouncer in the topology
+	maps.Copy(env, overrides)
+	// Outcomes are checked on the primary itself.
+	db, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

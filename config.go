@@ -20,7 +20,13 @@ import (
 // config is the server's whole configuration, read from the environment.
 // README.md lists every variable with its default.
 type config struct {
-	DatabaseURL        string        // DATABASE_URL (required)
+	DatabaseURL        string        // DATABASE_URL (required): request traffic, may be PgBouncer in transaction mode
+	DatabaseDirectURL  string        // DATABASE_DIRECT_URL: what needs a session (migrations, LISTEN, River); DATABASE_URL when unset
+	DBPooler           string        // INVENTORY_DB_POOLER: "none" or "transaction" (DATABASE_URL is PgBouncer in transaction mode)
+	DBDirectConns      int32         // INVENTORY_DB_DIRECT_CONNS: River's own pool on DATABASE_DIRECT_URL, when that is set
+	DatabaseReplicaURL string        // DATABASE_REPLICA_URL: a streaming standby for storefront reads; none when unset
+	DBReplicaConns     int32         // INVENTORY_DB_REPLICA_CONNS: the standby's pool
+	ReplicaMaxLag      time.Duration // INVENTORY_REPLICA_MAX_LAG: past it the primary answers
 	ListenAddr         string        // LISTEN_ADDR
 	TokenSecret        string        // INVENTORY_TOKEN_SECRET: secret[,older secret…] (required to serve; each >= 32 bytes)
 	CodesKey           string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
@@ -153,6 +159,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	cfg := config{
 		DatabaseURL:              getenv("DATABASE_URL"),
+		DatabaseDirectURL:        getenv("DATABASE_DIRECT_URL"),
+		DBPooler:                 str("INVENTORY_DB_POOLER", "none"),
+		DBDirectConns:            int32(min(num("INVENTORY_DB_DIRECT_CONNS", 4), 1000)),
+		DatabaseReplicaURL:       getenv("DATABASE_REPLICA_URL"),
+		DBReplicaConns:           int32(min(num("INVENTORY_DB_REPLICA_CONNS", 4), 1000)),
+		ReplicaMaxLag:            dur("INVENTORY_REPLICA_MAX_LAG", time.Second),
 		ListenAddr:               str("LISTEN_ADDR", ":8080"),
 		TokenSecret:              getenv("INVENTORY_TOKEN_SECRET"),
 		CodesKey:                 getenv("INVENTORY_CODES_KEY"),
@@ -291,6 +303,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))
+	}
+	switch cfg.DBPooler {
+	case "none", "transaction":
+	default:
+		errs = append(errs, fmt.Errorf("INVENTORY_DB_POOLER must be none or transaction, got %q", cfg.DBPooler))
+	}
+	if cfg.DBPooler == "transaction" && cfg.DatabaseDirectURL == "" {
+		errs = append(errs, errors.New("INVENTORY_DB_POOLER=transaction needs DATABASE_DIRECT_URL: migrations, LISTEN and River's job client need a session, which a transaction pooler does not keep"))
+	}
+	if cfg.DBDirectConns < 2 {
+		errs = append(errs, fmt.Errorf("INVENTORY_DB_DIRECT_CONNS must be at least 2 (River holds one for LISTEN), got %q", getenv("INVENTORY_DB_DIRECT_CONNS")))
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"inventory/pgtest"
 )
 
 // metricName finds the server's metric names in a PromQL expression.
@@ -50,7 +52,9 @@ func TestShippedAlertRulesAndDashboard(t *testing.T) {
 		}
 	}
 
-	ts := setup(t)
+	// A replica URL, so the standby's metrics are exported: the primary
+	// itself, which the monitor refuses (not a standby) and reports down.
+	ts := setupWith(t, map[string]string{"DATABASE_REPLICA_URL": pgtest.DirectURL(t, pgtest.NewDatabase(t))})
 	ts.seed("HP", 1) // so the counter vectors have series
 	if _, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("cart-1", "k", "HP", 1))); err != nil {
 		t.Fatal(err)

@@ -33,11 +33,13 @@ import (
 	"inventory/api"
 	"inventory/auth"
 	"inventory/avail"
+	"inventory/domain"
 	"inventory/events"
 	"inventory/fanout"
 	"inventory/jobs"
 	"inventory/metrics"
 	"inventory/migrations"
+	"inventory/replica"
 	"inventory/resolvers"
 	"inventory/store"
 )
@@ -116,7 +118,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		}
 	}()
 	if cfg.MigrateOnStart {
-		applied, err := migrations.Up(ctx, db.api, logger)
+		applied, err := migrations.Up(ctx, db.river, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +130,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	// serves /healthz, and /readyz 503 saying to run `inventory migrate`,
 	// until another process has migrated it; nothing reads a table before.
 	if !cfg.MigrateOnStart {
-		reason, err := migrations.Pending(ctx, db.api)
+		reason, err := migrations.Pending(ctx, db.river)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +173,9 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	broker := events.NewBroker(eventStore, db.events, cfg.Events, logger)
+	eventsCfg := cfg.Events
+	eventsCfg.Listen = db.listen
+	broker := events.NewBroker(eventStore, db.events, eventsCfg, logger)
 	// Identical subscriptions run once for all their subscribers; a member
 	// may fall behind as far as a broker subscriber may.
 	fan := fanout.New(fanout.Config{Backlog: cfg.Events.Buffer, StallTimeout: cfg.Events.StallTimeout, Flush: cfg.SubscriptionFlush, Report: resolvers.ReportSubscriptionEnd})
@@ -179,17 +183,29 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	m.WatchFanout(fan)
 	// The in-memory availability copy follows the broker's stream; nil
 	// (INVENTORY_AVAILABILITY_MAX_LAG=0) answers from the database only.
+	// With a standby, storefront reads go there while it is fresh
+	// (replica_reads.go).
+	var copyStore avail.Store = eventStore
+	var stock domain.Stock = st
+	if db.replica != nil {
+		reads := &replicaReads{standby: store.New(db.replica), logger: logger}
+		reads.monitor = replica.New(eventStore, reads.standby, replica.Config{MaxLag: cfg.ReplicaMaxLag}, logger)
+		go reads.monitor.Run(aux)
+		m.WatchReplica(reads.monitor, reads.Reads)
+		copyStore = copySource{Store: eventStore, reads: reads}
+		stock = standbyStock{Stock: st, reads: reads}
+	}
 	var availCopy *avail.Copy
 	if cfg.AvailabilityMaxLag > 0 {
-		availCopy = avail.New(eventStore, broker, avail.Config{MaxLag: cfg.AvailabilityMaxLag, OnApply: m.AvailabilityApplied}, logger)
+		availCopy = avail.New(copyStore, broker, avail.Config{MaxLag: cfg.AvailabilityMaxLag, OnApply: m.AvailabilityApplied}, logger)
 		m.WatchAvailability(availCopy)
 	}
-	availStock := avail.Stock{Stock: st, Copy: availCopy}
+	availStock := avail.Stock{Stock: stock, Copy: availCopy}
 	m.WatchBatching(st)
 	m.WatchOperations(st)
-	m.WatchPools(map[string]*pgxpool.Pool{"api": db.api, "jobs": db.jobs, "events": db.events})
+	m.WatchPools(db.all())
 	onWebhookAttempt := m.WatchWebhooks(st)
-	riverClient, err := jobs.NewClient(db.jobs, jobs.Config{
+	riverClient, err := jobs.NewClient(db.river, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
 		ReconcileInterval: cfg.ReconcileInterval, SweepInterval: cfg.SweepInterval, SweepGrace: cfg.SweepGrace,
@@ -361,7 +377,7 @@ func newStore(pool *pgxpool.Pool) (*store.Store, error) {
 }
 
 func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
-	pool, err := openPool(ctx, cfg, "cli", cfg.DBMaxConns)
+	pool, err := openPool(ctx, cfg, cfg.direct(), "cli", cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -65,8 +66,8 @@ func setup(t *testing.T) *testServer {
 // setupWith is setup with some environment variables set differently.
 func setupWith(t *testing.T, overrides map[string]string) *testServer {
 	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
 	env := map[string]string{
-		"DATABASE_URL":             pgtest.NewDatabase(t),
 		"LISTEN_ADDR":              "127.0.0.1:0",
 		"INVENTORY_TOKEN_SECRET":   strings.Repeat("t", 32),
 		"INVENTORY_CODES_KEY":      "k1:" + testCodesKey,
@@ -74,10 +75,10 @@ func setupWith(t *testing.T, overrides map[string]string) *testServer {
 		"INVENTORY_DB_MAX_CONNS":   "10",
 		"INVENTORY_LOG_LEVEL":      "warn",
 	}
-	for k, v := range overrides {
-		env[k] = v
-	}
-	db, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
+	maps.Copy(env, pgtest.ServerEnv(t, dbURL)) // through PgBouncer in the topology
+	maps.Copy(env, overrides)
+	// Outcomes are checked on the primary itself.
+	db, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,10 @@ type Config struct {
 	// StallTimeout cuts off a subscriber whose buffer stayed full this long.
 	// Default 10s.
 	StallTimeout time.Duration
+	// Listen is where the LISTEN connection goes: a session of its own,
+	// which a transaction pooler does not keep (the direct URL). Nil: the
+	// pool's configuration.
+	Listen *pgx.ConnConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -235,6 +239,9 @@ func (b *Broker) listen(ctx context.Context) {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			b.connects.Add(1)
+			if b.cfg.Listen != nil {
+				return pgx.ConnectConfig(ctx, b.cfg.Listen.Copy())
+			}
 			return pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
 		},
 		LogError: func(ctx context.Context, err error) {

@@ -42,6 +42,11 @@ type cluster struct {
 // newest first.
 func findInitdb() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// Debian's /usr/local/bin/initdb may be a link into
+		// /usr/lib/postgresql/N/bin, where the other binaries are.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real, nil
+		}
 		return p, nil
 	}
 	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
@@ -100,6 +105,15 @@ func newCluster(t *testing.T) *cluster {
 	if out, err := c.as(filepath.Join(c.bindir, "initdb"), "-D", c.data(), "-U", "inventory", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
+	c.startOnFreePort(t, "cluster")
+	return c
+}
+
+// startOnFreePort starts the postmaster on a free port (trying another if
+// that one was taken meanwhile), killed at cleanup, with its log shown if
+// the test failed.
+func (c *cluster) startOnFreePort(t *testing.T, what string) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		c.port = freePort(t)
 		err := c.start()
@@ -114,10 +128,9 @@ func newCluster(t *testing.T) *cluster {
 		c.kill()
 		if t.Failed() {
 			log, _ := os.ReadFile(filepath.Join(c.base, "server.log"))
-			t.Logf("PostgreSQL log of the test's cluster:\n%s", log)
+			t.Logf("PostgreSQL log of the test's %s:\n%s", what, log)
 		}
 	})
-	return c
 }
 
 func (c *cluster) data() string { return filepath.Join(c.base, "data") }
@@ -250,4 +263,32 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// newStandby makes a hot standby of c with pg_basebackup -R (streaming
+// replication; initdb's pg_hba.conf lets 127.0.0.1 replicate) and starts it
+// on a port of its own; like c, it is the test's own and removed at cleanup.
+func (c *cluster) newStandby(t *testing.T) *cluster {
+	t.Helper()
+	base, err := os.MkdirTemp("", "inventory-faults-standby-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &cluster{t: t, bindir: c.bindir, base: base, owner: c.owner, cred: c.cred}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(base); err != nil {
+			t.Errorf("remove %s: %v", base, err)
+		}
+	})
+	if c.cred != nil {
+		if err := os.Chown(base, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := s.as(filepath.Join(c.bindir, "pg_basebackup"), "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "inventory",
+		"-D", s.data(), "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		t.Fatalf("pg_basebackup: %v\n%s", err, out)
+	}
+	s.startOnFreePort(t, "standby")
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/pgtest"
 )
 
 // The server binary is built once per test process, into a directory
@@ -91,7 +94,6 @@ func randomBytes(n int) []byte {
 func newHarness(t *testing.T, dbURL string) *harness {
 	t.Helper()
 	h := &harness{t: t, bin: serverBinary(t), env: map[string]string{
-		"DATABASE_URL":             dbURL,
 		"LISTEN_ADDR":              "127.0.0.1:0",
 		"INVENTORY_TOKEN_SECRET":   hex.EncodeToString(randomBytes(32)),
 		"INVENTORY_CODES_KEY":      "faults:" + base64.StdEncoding.EncodeToString(randomBytes(32)),
@@ -103,6 +105,8 @@ func newHarness(t *testing.T, dbURL string) *harness {
 		"INVENTORY_JOB_WORKERS":    "4",
 		"INVENTORY_DB_EVENT_CONNS": "3",
 	}}
+	// Through PgBouncer in the topology; outcomes are checked on the primary.
+	maps.Copy(h.env, pgtest.ServerEnv(t, dbURL))
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	h.client = &http.Client{Timeout: 20 * time.Second, Transport: transport}
 	t.Cleanup(transport.CloseIdleConnections)
@@ -134,7 +138,7 @@ func (h *harness) report(format string, args ...any) {
 func (h *harness) environ(overrides map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "LISTEN_ADDR=") {
+		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_") && !strings.HasPrefix(kv, "LISTEN_ADDR=") {
 			env = append(env, kv)
 		}
 	}

@@ -117,22 +117,14 @@ func NewEmptyDatabase(t testing.TB) string {
 	return withDatabase(t, base, name)
 }
 
-// NewPool is NewDatabase plus a pool on it, closed when the test ends.
+// NewPool is NewDatabase plus a pool on it, closed when the test ends;
+// through PgBouncer in the topology (topology.go).
 // Commits do not wait for the WAL flush: durability is not what tests test.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := poolConfig(t, PooledURL(t, NewDatabase(t)), map[string]string{"synchronous_commit": "off"})
 	cfg.MaxConns = 20
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return poolOn(t, cfg)
 }
 
 // dropDatabase drops a test database, ending its connections. An autovacuum

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/domain"
+	"inventory/pgtest"
 	"inventory/store"
 	"inventory/testkit"
 )
@@ -52,7 +53,7 @@ func TestStockEventsPublishAssignsSeqInIDOrder(t *testing.T) {
 	b := setup(t)
 	b.Catalog(t, domain.KindQuantity, []string{"P1", "P2", "P3"}, "PL")
 
-	listener, err := pgx.Connect(b.Ctx, b.Pool.Config().ConnConfig.ConnString())
+	listener, err := pgx.Connect(b.Ctx, pgtest.DirectURL(t, b.Pool.Config().ConnConfig.ConnString())) // LISTEN needs a session
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestReserveBatchesOfTwinKeysNeverDeadlock(t *testing.T) {
 	mustReceive(t, b, "HP", "AMS", rounds*keys)
 	// A second instance, whose pool is reset before the counter is read so
 	// that its backends flush their statistics too (see deadlocksSoFar).
-	pool, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
+	pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestConfirmBatchesOfTwinOrderRefsNeverDeadlock(t *testing.T) {
 	mustSKU(t, b, "HP", domain.KindQuantity)
 	const rounds, refs = 10, 64
 	mustReceive(t, b, "HP", "AMS", 2*rounds*refs)
-	pool, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
+	pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (b *testBundle) deadlocksSoFar(t *testing.T) int64 {
 // a second server instance has: its coalescers batch apart from b.Store's.
 func (b *testBundle) secondInstance(t *testing.T) *store.Store {
 	t.Helper()
-	pool, err := pgxpool.New(b.Ctx, b.Pool.Config().ConnString())
+	pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
 	if err != nil {
 		t.Fatal(err)
 	}

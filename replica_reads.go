@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"inventory/domain"
+	"inventory/replica"
+	"inventory/store"
+)
+
+// standbyReadTimeout bounds one availability read on the standby: one that
+// hangs (a standby stopped mid-query, a network partition) is given up and
+// the primary answers, within the request's deadline.
+const standbyReadTimeout = 500 * time.Millisecond
+
+// replicaReads sends storefront reads to a streaming standby while its
+// monitor says it is within INVENTORY_REPLICA_MAX_LAG, and to the primary
+// otherwise, or when the standby fails to answer: a stopped standby costs a
+// request nothing but the failed attempt until the monitor notices (one
+// interval). Only reads that decide nothing go here: the availability
+// copy's full loads and its catalog reads, and availability answered from
+// the database. Mutations, a checkout's reservations, sku and balances
+// never do.
+type replicaReads struct {
+	standby *store.Store
+	monitor *replica.Monitor
+	logger  *slog.Logger
+
+	fromStandby, fromPrimary atomic.Int64
+}
+
+// onStandby answers with standby if the standby is fresh, and with primary
+// if it is not or the standby fails within timeout.
+func onStandby[T any](r *replicaReads, ctx context.Context, timeout time.Duration, standby, primary func(context.Context) (T, error)) (T, error) {
+	if r.monitor.Fresh() {
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		v, err := standby(sctx)
+		cancel()
+		if err == nil {
+			r.fromStandby.Add(1)
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			var zero T
+			return zero, ctx.Err()
+		}
+		r.logger.DebugContext(ctx, "replica: standby read failed; the primary answers", "err", err)
+	}
+	r.fromPrimary.Add(1)
+	return primary(ctx)
+}
+
+// Reads reports how many reads the standby and the primary answered.
+func (r *replicaReads) Reads() (standby, primary int64) {
+	return r.fromStandby.Load(), r.fromPrimary.Load()
+}
+
+// copySource is what the availability copy reads: its full loads and
+// catalog reads from the standby when fresh (a snapshot is consistent in
+// itself: balances and the seq they reflect come from one transaction, and
+// the stream carries the copy on from that seq), its staleness probe and
+// its supply refreshes from the primary (they must not be older than the
+// events the copy has already applied).
+type copySource struct {
+	*store.Store // the primary
+	reads        *replicaReads
+}
+
+func (s copySource) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error) {
+	return onStandby(s.reads, ctx, time.Minute, s.reads.standby.AvailabilitySnapshot, s.Store.AvailabilitySnapshot)
+}
+
+func (s copySource) AvailabilityCatalog(ctx context.Context) ([]string, []domain.Location, error) {
+	type catalog struct {
+		skus      []string
+		locations []domain.Location
+	}
+	read := func(st *store.Store) func(context.Context) (catalog, error) {
+		return func(ctx context.Context) (catalog, error) {
+			skus, locations, err := st.AvailabilityCatalog(ctx)
+			return catalog{skus, locations}, err
+		}
+	}
+	c, err := onStandby(s.reads, ctx, standbyReadTimeout, read(s.reads.standby), read(s.Store))
+	return c.skus, c.locations, err
+}
+
+// standbyStock is domain.Stock whose availability, when the copy cannot
+// answer it, is read on the standby when fresh.
+type standbyStock struct {
+	domain.Stock
+	reads *replicaReads
+}
+
+func (s standbyStock) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error) {
+	return onStandby(s.reads, ctx, standbyReadTimeout,
+		func(ctx context.Context) ([]*domain.Availability, error) {
+			return s.reads.standby.AvailabilityList(ctx, q)
+		},
+		func(ctx context.Context) ([]*domain.Availability, error) { return s.Stock.AvailabilityList(ctx, q) })
+}
