@@ -209,7 +209,7 @@ all)
       DATABASE_URL=$(url "$BOUNCER_PORT") \
       DATABASE_DIRECT_URL=$(url "$PRIMARY_PORT") \
       DATABASE_REPLICA_URL=$(url "$STANDBY_PORT") \
-      INVENTORY_DB_POOL_MODE=transaction \
+      INVENTORY_DB_POOLER=transaction \
       "$ROOT/bin/inventory" serve >"$BASE/instance-$i.log" 2>&1 &
     pids+=($!)
   done

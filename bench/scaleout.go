@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The scale-out row (issue 19): the spread reserve at scaleClients clients
+// against one instance connected straight to the primary, then against one
+// and three instances through PgBouncer in transaction mode (at most
+// scaleServerConns server connections in all) with a streaming standby for
+// storefront reads, clients round-robin over the instances. The topology is
+// scripts/cluster.sh's (make cluster's), started in a directory of the
+// bench's own and stopped at the end; the instances run only during their
+// cell, so each cell's connections and CPU are its own.
+
+// scaleServerConns is PgBouncer's server pool in the row: the issue's bound.
+const scaleServerConns = 20
+
+// scaleCell is one measured cell of the row.
+type scaleCell struct {
+	name      string
+	instances int
+	pooled    bool // through PgBouncer (with the standby for reads)
+	clients   int
+	res       loadResult
+	// server connections on the primary to the bench database, peaks over
+	// the cell: lent by PgBouncer, and held by the instances themselves
+	pooledConns, directConns int
+	directByApp              string
+	clWaiting                int // PgBouncer's cl_waiting, peak
+	replayLag, metricLag     histogram
+	// CPU seconds over the cell
+	primaryCPU, standbyCPU, instancesCPU, bouncerCPU float64
+	standbyReads, primaryReads                       int64 // inventory_replica_reads_total, summed over the instances
+	check                                            string
+}
+
+// holdsPerCore is ops/s over the cores cpu seconds kept busy in the cell.
+func (c scaleCell) holdsPerCore(cpu float64) float64 {
+	if cpu <= 0 {
+		return 0
+	}
+	return float64(c.res.ok) / cpu
+}
+
+// scaleResult is the row: its cells, per client count the direct one first.
+type scaleResult struct {
+	cells      []scaleCell
+	serverConn int
+	cellDur    time.Duration
+}
+
+// direct is the direct cell at clients, which the pooled ones are compared with.
+func (r *scaleResult) direct(clients int) (scaleCell, bool) {
+	for _, c := range r.cells {
+		if !c.pooled && c.clients == clients {
+			return c, true
+		}
+	}
+	return scaleCell{}, false
+}
+
+// ratio is the cell's ops/s over the direct cell's at the same client count.
+func (r *scaleResult) ratio(c scaleCell) float64 {
+	d, ok := r.direct(c.clients)
+	if !ok || d.res.opsPerSec() <= 0 {
+		return 0
+	}
+	return c.res.opsPerSec() / d.res.opsPerSec()
+}
+
+// cluster is what scripts/cluster.sh db printed.
+type cluster struct {
+	primaryURL, pooledURL, replicaURL string
+	bouncerPid                        int
+	primaryDir, standbyDir            string
+	dir                               string
+	env                               []string
+}
+
+// clusterPort is the first of the bench cluster's five ports: -cluster-port,
+// else one derived from the directory (55900..55995, outside the ranges
+// pgup.sh and cluster.sh derive theirs from), so the same directory keeps
+// the ports its postgresql.conf was written with.
+func clusterPort(o options, dir string) int {
+	if o.clusterPort > 0 {
+		return o.clusterPort
+	}
+	return 55900 + int(crc32.ChecksumIEEE([]byte(dir))%20)*5
+}
+
+// startCluster runs scripts/cluster.sh db for the bench's own directory.
+func startCluster(ctx context.Context, o options) (*cluster, error) {
+	dir, err := filepath.Abs(o.clusterDir)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{dir: dir}
+	c.env = append(os.Environ(),
+		"INVENTORY_CLUSTER_DIR="+dir,
+		"INVENTORY_CLUSTER_PORT="+strconv.Itoa(clusterPort(o, dir)),
+		"INVENTORY_CLUSTER_SERVER_CONNS="+strconv.Itoa(scaleServerConns))
+	cmd := exec.CommandContext(ctx, "scripts/cluster.sh", "db")
+	cmd.Env = c.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("scripts/cluster.sh db: %w: %s", err, strings.TrimSpace(errb.String()))
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case "INVENTORY_CLUSTER_PRIMARY_URL":
+			c.primaryURL = v
+		case "INVENTORY_CLUSTER_POOLED_URL":
+			c.pooledURL = v
+		case "INVENTORY_CLUSTER_REPLICA_URL":
+			c.replicaURL = v
+		case "INVENTORY_CLUSTER_BOUNCER_PID":
+			c.bouncerPid, _ = strconv.Atoi(v)
+		case "INVENTORY_CLUSTER_STANDBY_DIR":
+			c.standbyDir = v
+			c.primaryDir = filepath.Join(filepath.Dir(v), "primary")
+		}
+	}
+	if c.primaryURL == "" || c.pooledURL == "" || c.replicaURL == "" || c.standbyDir == "" {
+		c.stop()
+		return nil, fmt.Errorf("scripts/cluster.sh db printed no URLs: %q", out.String())
+	}
+	return c, nil
+}
+
+// stop runs scripts/cluster.sh stop (the data stays for the next run).
+func (c *cluster) stop() {
+	cmd := exec.Command("scripts/cluster.sh", "stop")
+	cmd.Env = c.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		logf("scale-out: scripts/cluster.sh stop: %v: %s", err, out)
+	}
+}
+
+// withDB is u with database name db (and application_name app, if set).
+func withDB(u, db, app string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	p.Path = "/" + db
+	if app != "" {
+		q := p.Query()
+		q.Set("application_name", app)
+		p.RawQuery = q.Encode()
+	}
+	return p.String()
+}
+
+// setEnv is env with each KEY=value of kvs replacing KEY's entry.
+func setEnv(env []string, kvs ...string) []string {
+	out := make([]string, 0, len(env)+len(kvs))
+	for _, kv := range env {
+		keep := true
+		for _, s := range kvs {
+			if k, _, _ := strings.Cut(s, "="); strings.HasPrefix(kv, k+"=") {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return append(out, kvs...)
+}
+
+// runScaleout brings the topology up, runs the row's cells at each of the
+// client counts and takes the topology down. An error is the bench's (the
+// row could not run); a failed check is in the cells.
+func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResult, error) {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, fmt.Errorf("results dir: %w", err)
+	}
+	cl, err := startCluster(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	logf("scale-out: primary %s, PgBouncer %s, standby %s", cl.primaryURL, cl.pooledURL, cl.replicaURL)
+	dbURL, drop, err := createDatabase(ctx, cl.primaryURL)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	dbName := dbName(dbURL)
+	maxClients := 0
+	for _, n := range clientCounts {
+		maxClients = max(maxClients, n)
+	}
+	direct := serverEnv(dbURL, o.maxConns, "")
+	if _, err := cli(ctx, o.bin, direct, "migrate"); err != nil {
+		return nil, err
+	}
+	// The same secrets for every instance: a checkout token one mints the
+	// others accept, as behind a load balancer.
+	pooled := setEnv(direct,
+		"DATABASE_URL="+withDB(cl.pooledURL, dbName, ""),
+		"DATABASE_DIRECT_URL="+dbURL,
+		"DATABASE_REPLICA_URL="+withDB(cl.replicaURL, dbName, ""),
+		"INVENTORY_DB_POOLER=transaction")
+	b := &bench{opts: o, dbURL: dbURL}
+	if b.pool, err = pgxpool.New(ctx, withDB(dbURL, dbName, benchAppName)); err != nil {
+		return nil, fmt.Errorf("scale-out: connect: %w", err)
+	}
+	defer b.pool.Close()
+	if b.cat, err = seed(ctx, b.pool); err != nil {
+		return nil, err
+	}
+	if b.adminKey, err = createKey(ctx, o.bin, direct, "admin", "scaleout-admin"); err != nil {
+		return nil, err
+	}
+	if b.shoppers, err = newShoppers(direct, maxClients); err != nil {
+		return nil, err
+	}
+	bcfg, err := pgx.ParseConfig(withDB(cl.pooledURL, "pgbouncer", ""))
+	if err != nil {
+		return nil, err
+	}
+	bcfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	bouncer, err := pgx.ConnectConfig(ctx, bcfg)
+	if err != nil {
+		return nil, fmt.Errorf("PgBouncer's admin console: %w", err)
+	}
+	defer bouncer.Close(context.Background())
+	primaryPid, err := postmasterPid(cl.primaryDir)
+	if err != nil {
+		return nil, err
+	}
+	standbyPid, err := postmasterPid(cl.standbyDir)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &scaleResult{serverConn: scaleServerConns, cellDur: o.cellDur}
+	cellNo := 1000
+	for _, clients := range clientCounts {
+		for _, spec := range []struct {
+			name      string
+			instances int
+			pooled    bool
+		}{
+			{"1 instance, direct to the primary", 1, false},
+			{"1 instance through PgBouncer", 1, true},
+			{"3 instances through PgBouncer", 3, true},
+		} {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			cellNo++
+			env := direct
+			if spec.pooled {
+				env = pooled
+			}
+			logf("scale-out: %s, %d clients", spec.name, clients)
+			cell := scaleCell{name: spec.name, instances: spec.instances, pooled: spec.pooled, clients: clients}
+			err := b.scaleCell(ctx, &cell, env, cellNo, bouncer, dbName, primaryPid, standbyPid, cl.bouncerPid)
+			if err != nil {
+				return res, err
+			}
+			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; check %s",
+				cell.res.opsPerSec(), cell.res.lat.quantile(0.5), cell.res.lat.quantile(0.99), cell.res.failed,
+				cell.pooledConns, cell.directConns, cell.directByApp, cell.clWaiting, cell.replayLag.quantile(0.99), cell.metricLag.quantile(0.99),
+				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.check)
+			if cell.res.failed > 0 {
+				logf("  first failure: %v", cell.res.firstErr)
+			}
+			res.cells = append(res.cells, cell)
+		}
+	}
+	return res, nil
+}
+
+// scaleCell starts the cell's instances, warms them up for a second,
+// measures the reserve load with the samplers running, checks the
+// invariants and stops the instances.
+func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, cellNo int, bouncer *pgx.Conn, dbName string, primaryPid, standbyPid, bouncerPid int) error {
+	var srvs []*serverProc
+	defer func() {
+		for _, s := range srvs {
+			if err := s.stop(); err != nil {
+				logf("scale-out: %v", err)
+			}
+		}
+	}()
+	var gqls []*gqlClient
+	for i := range cell.instances {
+		logPath := filepath.Join(b.opts.out, fmt.Sprintf("scaleout-%d-%d.log", cellNo, i))
+		s, err := startServer(ctx, b.opts.bin, env, logPath)
+		if err != nil {
+			return fmt.Errorf("scale-out: %w", err)
+		}
+		srvs = append(srvs, s)
+		gqls = append(gqls, newGQLClient(s.URL, cell.clients+8))
+	}
+	b.srv, b.gql = srvs[0], gqls[0]
+	via := func(c int) *gqlClient { return gqls[c%len(gqls)] }
+	// Warm up, unmeasured: pools filled, statement descriptions cached,
+	// PgBouncer's server connections open.
+	warm := min(time.Second, b.opts.cellDur)
+	closedLoop(ctx, cell.clients, warm, reserveVia(b, spreadSKU, true, -cellNo, cell.clients, via))
+
+	s := &scaleSampler{primary: b.pool, dbName: dbName}
+	if cell.pooled {
+		s.bouncer = bouncer
+		s.metrics = func(ctx context.Context) (map[string]float64, error) {
+			return scrapeMetrics(ctx, srvs[0].URL, b.adminKey)
+		}
+	}
+	instTicks := func() (t int64) {
+		for _, s := range srvs {
+			t += cpuTicks(s.cmd.Process.Pid, true)
+		}
+		return t
+	}
+	p0, s0, i0, b0 := treeTicks(primaryPid), treeTicks(standbyPid), instTicks(), cpuTicks(bouncerPid, false)
+	s.start(ctx)
+	cell.res = closedLoop(ctx, cell.clients, b.opts.cellDur, reserveVia(b, spreadSKU, true, cellNo, cell.clients, via))
+	sampleErr := s.done()
+	p1, s1, i1, b1 := treeTicks(primaryPid), treeTicks(standbyPid), instTicks(), cpuTicks(bouncerPid, false)
+	if sampleErr != nil {
+		return fmt.Errorf("scale-out: sampling: %w", sampleErr)
+	}
+	sec := func(d int64) float64 { return float64(d) / ticksPerSecond }
+	cell.primaryCPU, cell.standbyCPU, cell.instancesCPU = sec(p1-p0), sec(s1-s0), sec(i1-i0)
+	if cell.pooled {
+		cell.bouncerCPU = sec(b1 - b0)
+	}
+	cell.pooledConns, cell.directConns, cell.directByApp, cell.clWaiting = s.peakPooled, s.peakDirectAll, directSummary(s.peakDirect), s.peakWaiting
+	cell.replayLag, cell.metricLag = s.replayLag, s.metricLag
+	for _, srv := range srvs {
+		m, err := scrapeMetrics(ctx, srv.URL, b.adminKey)
+		if err != nil {
+			return fmt.Errorf("scale-out: %w", err)
+		}
+		cell.standbyReads += int64(m[`inventory_replica_reads_total{served_by="standby"}`])
+		cell.primaryReads += int64(m[`inventory_replica_reads_total{served_by="primary"}`])
+	}
+	problem, err := b.checkInvariants(ctx)
+	if err != nil {
+		return err
+	}
+	cell.check = "ok"
+	if problem != "" {
+		cell.check = "FAIL: " + problem
+	}
+	return nil
+}
