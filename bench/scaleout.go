@@ -46,7 +46,12 @@ type scaleCell struct {
 	// CPU seconds over the cell
 	primaryCPU, standbyCPU, instancesCPU, bouncerCPU float64
 	standbyReads, primaryReads                       int64 // inventory_replica_reads_total, summed over the instances
-	check                                            string
+	// what bounds it: PostgreSQL commits per hold, the reserve batches'
+	// mean size (inventory_reserve_batch_requests_total / _batches_total),
+	// and the active backends' wait events
+	commitsPerHold, batchSize float64
+	waits                     string
+	check                     string
 }
 
 // holdsPerCore is ops/s over the cores cpu seconds kept busy in the cell.
@@ -114,12 +119,25 @@ func startCluster(ctx context.Context, o options) (*cluster, error) {
 		"INVENTORY_CLUSTER_DIR="+dir,
 		"INVENTORY_CLUSTER_PORT="+strconv.Itoa(clusterPort(o, dir)),
 		"INVENTORY_CLUSTER_SERVER_CONNS="+strconv.Itoa(scaleServerConns))
-	cmd := exec.CommandContext(ctx, "scripts/cluster.sh", "db")
-	cmd.Env = c.env
+	// The ports are in Linux's ephemeral range (32768..60999): a client
+	// socket of anyone's may hold one for a moment (the postmaster then
+	// cannot bind it), so a failed start is tried again.
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("scripts/cluster.sh db: %w: %s", err, strings.TrimSpace(errb.String()))
+	for attempt := 1; ; attempt++ {
+		out.Reset()
+		errb.Reset()
+		cmd := exec.CommandContext(ctx, "scripts/cluster.sh", "db")
+		cmd.Env = c.env
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return nil, fmt.Errorf("scripts/cluster.sh db: %w: %s", err, strings.TrimSpace(errb.String()))
+		}
+		logf("scale-out: scripts/cluster.sh db failed (%v), again in 2s: %s", err, strings.TrimSpace(errb.String()))
+		time.Sleep(2 * time.Second)
 	}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -262,6 +280,9 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			pooled    bool
 		}{
 			{"1 instance, direct to the primary", 1, false},
+			// The pooler mode without the pooler: what giving up prepared
+			// statements costs by itself, apart from PgBouncer's hop.
+			{"1 instance direct, INVENTORY_DB_POOLER=transaction (no prepared statements)", 1, false},
 			{"1 instance through PgBouncer", 1, true},
 			{"3 instances through PgBouncer", 3, true},
 		} {
@@ -272,6 +293,8 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			env := direct
 			if spec.pooled {
 				env = pooled
+			} else if strings.Contains(spec.name, "POOLER") {
+				env = setEnv(direct, "DATABASE_DIRECT_URL="+dbURL, "INVENTORY_DB_POOLER=transaction")
 			}
 			logf("scale-out: %s, %d clients", spec.name, clients)
 			cell := scaleCell{name: spec.name, instances: spec.instances, pooled: spec.pooled, clients: clients}
@@ -279,10 +302,10 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			if err != nil {
 				return res, err
 			}
-			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; check %s",
+			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; %.2f commits per hold, batches of %.1f; waits: %s; check %s",
 				cell.res.opsPerSec(), cell.res.lat.quantile(0.5), cell.res.lat.quantile(0.99), cell.res.failed,
 				cell.pooledConns, cell.directConns, cell.directByApp, cell.clWaiting, cell.replayLag.quantile(0.99), cell.metricLag.quantile(0.99),
-				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.check)
+				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.commitsPerHold, cell.batchSize, cell.waits, cell.check)
 			if cell.res.failed > 0 {
 				logf("  first failure: %v", cell.res.firstErr)
 			}
@@ -334,6 +357,29 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 		}
 		return t
 	}
+	batches := func() (n, reqs float64, err error) {
+		for _, srv := range srvs {
+			m, err := scrapeMetrics(ctx, srv.URL, b.adminKey)
+			if err != nil {
+				return 0, 0, fmt.Errorf("scale-out: %w", err)
+			}
+			n += m["inventory_reserve_batches_total"]
+			reqs += m["inventory_reserve_batch_requests_total"]
+		}
+		return n, reqs, nil
+	}
+	commits := func() (n int64, err error) {
+		err = b.pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+		return n, err
+	}
+	n0, r0, err := batches()
+	if err != nil {
+		return err
+	}
+	c0, err := commits()
+	if err != nil {
+		return err
+	}
 	p0, s0, i0, b0 := treeTicks(primaryPid), treeTicks(standbyPid), instTicks(), cpuTicks(bouncerPid, false)
 	s.start(ctx)
 	cell.res = closedLoop(ctx, cell.clients, b.opts.cellDur, reserveVia(b, spreadSKU, true, cellNo, cell.clients, via))
@@ -342,6 +388,23 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 	if sampleErr != nil {
 		return fmt.Errorf("scale-out: sampling: %w", sampleErr)
 	}
+	n1, r1, err := batches()
+	if err != nil {
+		return err
+	}
+	c1, err := commits()
+	if err != nil {
+		return err
+	}
+	if n1 > n0 {
+		cell.batchSize = (r1 - r0) / (n1 - n0)
+	}
+	if cell.res.ok > 0 {
+		// pg_stat_database lags a little (stats flush once a second at
+		// most); over a cell of seconds that is noise.
+		cell.commitsPerHold = float64(c1-c0) / float64(cell.res.ok)
+	}
+	cell.waits = topWaits(s.waits, 4)
 	sec := func(d int64) float64 { return float64(d) / ticksPerSecond }
 	cell.primaryCPU, cell.standbyCPU, cell.instancesCPU = sec(p1-p0), sec(s1-s0), sec(i1-i0)
 	if cell.pooled {

@@ -25,7 +25,8 @@ type connSample struct {
 	pooled    int
 	direct    map[string]int
 	walSender int
-	clWaiting int // PgBouncer clients waiting for a server connection
+	clWaiting int            // PgBouncer clients waiting for a server connection
+	waits     map[string]int // active backends on the bench database by wait event
 }
 
 // scaleSampler samples, every scaleSampleEvery while a cell runs, the
@@ -46,8 +47,9 @@ type scaleSampler struct {
 	peakDirectAll int            // the peak of their sum
 	peakWaiting   int
 	walSenders    int
-	replayLag     histogram // pg_stat_replication.replay_lag (0 when the standby is caught up)
-	metricLag     histogram // inventory_replica_lag_seconds
+	replayLag     histogram      // pg_stat_replication.replay_lag (0 when the standby is caught up)
+	metricLag     histogram      // inventory_replica_lag_seconds
+	waits         map[string]int // active backends seen per wait event ("CPU" for none), summed over samples
 	samples       int
 	err           error
 }
@@ -57,6 +59,7 @@ const scaleSampleEvery = 200 * time.Millisecond
 func (s *scaleSampler) start(ctx context.Context) {
 	s.stop = make(chan struct{})
 	s.peakDirect = map[string]int{}
+	s.waits = map[string]int{}
 	s.wg.Go(func() {
 		t := time.NewTicker(scaleSampleEvery)
 		defer t.Stop()
@@ -97,6 +100,9 @@ func (s *scaleSampler) sample(ctx context.Context) error {
 	s.peakDirectAll = max(s.peakDirectAll, sum)
 	s.peakWaiting = max(s.peakWaiting, c.clWaiting)
 	s.walSenders = max(s.walSenders, c.walSender)
+	for w, n := range c.waits {
+		s.waits[w] += n
+	}
 	var lag float64
 	if err := s.primary.QueryRow(ctx, `SELECT COALESCE(max(EXTRACT(epoch FROM replay_lag)), 0)::float8 FROM pg_stat_replication`).Scan(&lag); err != nil {
 		return fmt.Errorf("pg_stat_replication: %w", err)
@@ -116,7 +122,7 @@ func (s *scaleSampler) sample(ctx context.Context) error {
 
 // connections counts the primary's backends now.
 func (s *scaleSampler) connections(ctx context.Context) (connSample, error) {
-	c := connSample{direct: map[string]int{}}
+	c := connSample{direct: map[string]int{}, waits: map[string]int{}}
 	lent := map[int32]bool{}
 	if s.bouncer != nil {
 		servers, err := adminRows(ctx, s.bouncer, "SHOW SERVERS")
@@ -140,7 +146,8 @@ func (s *scaleSampler) connections(ctx context.Context) (connSample, error) {
 			}
 		}
 	}
-	rows, err := s.primary.Query(ctx, `SELECT pid, COALESCE(backend_type, ''), COALESCE(application_name, ''), COALESCE(datname, '')
+	rows, err := s.primary.Query(ctx, `SELECT pid, COALESCE(backend_type, ''), COALESCE(application_name, ''), COALESCE(datname, ''),
+		CASE WHEN state = 'active' THEN COALESCE(wait_event_type || ':' || wait_event, 'CPU') ELSE '' END
 		FROM pg_stat_activity WHERE pid <> pg_backend_pid()`)
 	if err != nil {
 		return c, fmt.Errorf("pg_stat_activity: %w", err)
@@ -148,14 +155,21 @@ func (s *scaleSampler) connections(ctx context.Context) (connSample, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var pid int32
-		var typ, app, db string
-		if err := rows.Scan(&pid, &typ, &app, &db); err != nil {
+		var typ, app, db, wait string
+		if err := rows.Scan(&pid, &typ, &app, &db, &wait); err != nil {
 			return c, fmt.Errorf("pg_stat_activity: %w", err)
 		}
 		switch {
 		case typ == "walsender":
 			c.walSender++
+			continue
 		case typ != "client backend" || db != s.dbName || app == benchAppName:
+			continue
+		}
+		if wait != "" {
+			c.waits[wait]++
+		}
+		switch {
 		case lent[pid]:
 			c.pooled++
 		default:
@@ -300,6 +314,26 @@ func postmasterPid(dataDir string) (int, error) {
 
 // ticksPerSecond is USER_HZ, which Linux fixes at 100 for /proc.
 const ticksPerSecond = 100
+
+// topWaits is "CPU 40%, Client:ClientRead 30%, …": the share of active
+// backend samples per wait event, the n largest.
+func topWaits(m map[string]int, n int) string {
+	total := 0
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		keys = append(keys, k)
+		total += v
+	}
+	if total == 0 {
+		return "none active"
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := []string{}
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*float64(m[k])/float64(total)))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // directSummary is "river 4, listen 1" for the per-application peaks.
 func directSummary(m map[string]int) string {
