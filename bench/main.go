@@ -103,7 +103,7 @@ func main() {
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	flag.StringVar(&o.clusterDir, "cluster-dir", ".data/cluster-bench", "the scale-out row's topology (scripts/cluster.sh db: primary, standby, PgBouncer) lives here; the data stays for the next run")
-	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 55900..55995)")
+	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 31900..31995)")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")

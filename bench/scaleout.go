@@ -27,6 +27,9 @@ import (
 // bench's own and stopped at the end; the instances run only during their
 // cell, so each cell's connections and CPU are its own.
 
+// idleSpan is how long a cell's instances are watched idle before the load.
+const idleSpan = 3 * time.Second
+
 // scaleServerConns is PgBouncer's server pool in the row: the issue's bound.
 const scaleServerConns = 20
 
@@ -51,7 +54,11 @@ type scaleCell struct {
 	// and the active backends' wait events
 	commitsPerHold, batchSize float64
 	waits                     string
-	check                     string
+	// the instances idle, before the load: PostgreSQL commits a second
+	// and primary cores their background work (event relay, replica
+	// monitor, River) costs
+	idleCommits, idlePrimaryCores float64
+	check                         string
 }
 
 // holdsPerCore is ops/s over the cores cpu seconds kept busy in the cell.
@@ -98,14 +105,17 @@ type cluster struct {
 }
 
 // clusterPort is the first of the bench cluster's five ports: -cluster-port,
-// else one derived from the directory (55900..55995, outside the ranges
-// pgup.sh and cluster.sh derive theirs from), so the same directory keeps
-// the ports its postgresql.conf was written with.
+// else one derived from the directory, so the same directory keeps the ports
+// its postgresql.conf was written with. They are below Linux's ephemeral
+// range (32768..60999, where pgup.sh's and cluster.sh's own defaults are):
+// there a client socket of anyone's, even one in TIME_WAIT, can hold the
+// port at the moment the postmaster binds it, which happened here under a
+// busy test suite.
 func clusterPort(o options, dir string) int {
 	if o.clusterPort > 0 {
 		return o.clusterPort
 	}
-	return 55900 + int(crc32.ChecksumIEEE([]byte(dir))%20)*5
+	return 31900 + int(crc32.ChecksumIEEE([]byte(dir))%20)*5
 }
 
 // startCluster runs scripts/cluster.sh db for the bench's own directory.
@@ -285,6 +295,10 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			{"1 instance direct, INVENTORY_DB_POOLER=transaction (no prepared statements)", 1, false},
 			{"1 instance through PgBouncer", 1, true},
 			{"3 instances through PgBouncer", 3, true},
+			// Three instances without PgBouncer: what splitting the load
+			// costs by itself (each instance coalesces only its own
+			// reserves), apart from the pooler.
+			{"3 instances, direct to the primary", 3, false},
 		} {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -302,10 +316,10 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			if err != nil {
 				return res, err
 			}
-			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; %.2f commits per hold, batches of %.1f; waits: %s; check %s",
+			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; %.2f commits per hold, batches of %.1f; waits: %s; idle: %.0f commits/s, %.2f primary cores; check %s",
 				cell.res.opsPerSec(), cell.res.lat.quantile(0.5), cell.res.lat.quantile(0.99), cell.res.failed,
 				cell.pooledConns, cell.directConns, cell.directByApp, cell.clWaiting, cell.replayLag.quantile(0.99), cell.metricLag.quantile(0.99),
-				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.commitsPerHold, cell.batchSize, cell.waits, cell.check)
+				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.commitsPerHold, cell.batchSize, cell.waits, cell.idleCommits, cell.idlePrimaryCores, cell.check)
 			if cell.res.failed > 0 {
 				logf("  first failure: %v", cell.res.firstErr)
 			}
@@ -338,6 +352,25 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 		gqls = append(gqls, newGQLClient(s.URL, cell.clients+8))
 	}
 	b.srv, b.gql = srvs[0], gqls[0]
+	commits := func() (n int64, err error) {
+		err = b.pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+		return n, err
+	}
+	// Idle first: what the instances cost the primary doing nothing
+	// (pg_stat_database is flushed about once a second: 3 s of it).
+	time.Sleep(time.Second)
+	idle0, err := commits()
+	if err != nil {
+		return err
+	}
+	pi0 := treeTicks(primaryPid)
+	time.Sleep(idleSpan)
+	idle1, err := commits()
+	if err != nil {
+		return err
+	}
+	cell.idleCommits = float64(idle1-idle0) / idleSpan.Seconds()
+	cell.idlePrimaryCores = float64(treeTicks(primaryPid)-pi0) / ticksPerSecond / idleSpan.Seconds()
 	via := func(c int) *gqlClient { return gqls[c%len(gqls)] }
 	// Warm up, unmeasured: pools filled, statement descriptions cached,
 	// PgBouncer's server connections open.
@@ -367,10 +400,6 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 			reqs += m["inventory_reserve_batch_requests_total"]
 		}
 		return n, reqs, nil
-	}
-	commits := func() (n int64, err error) {
-		err = b.pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
-		return n, err
 	}
 	n0, r0, err := batches()
 	if err != nil {

@@ -11,10 +11,10 @@ import (
 func (r *scaleResult) markdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Scale-out: PgBouncer in transaction mode, a streaming standby\n\n")
-	fmt.Fprintf(&b, "Reserve of 1 unit of 10,000 SKUs (checkout token), clients round-robin over the instances, %s per cell after a 1 s warm-up; topology from `scripts/cluster.sh db` (its own primary, `pg_basebackup` standby and PgBouncer 1.18, pool_mode = transaction, at most %d server connections in all). Direct: `DATABASE_URL` on the primary, no standby. Through PgBouncer: `DATABASE_URL` on PgBouncer with `INVENTORY_DB_POOLER=transaction`, `DATABASE_DIRECT_URL` on the primary (River's pool, `LISTEN`), `DATABASE_REPLICA_URL` on the standby. Connections are the peaks, sampled every %s, of the primary's backends on the bench database: lent by PgBouncer (SHOW SERVERS' remote_pid) and held by the instances themselves (by application_name). Replay lag: `pg_stat_replication.replay_lag` on the primary, and instance 1's `inventory_replica_lag_seconds`. CPU from /proc/<pid>/stat over the cell (PostgreSQL: the postmaster and all its backends); holds/s per core = holds / CPU seconds.\n\n",
-		r.cellDur, r.serverConn, scaleSampleEvery)
-	b.WriteString("| topology | clients | holds/s | p50 | p99 | failed | ratio to direct | target | server conns via PgBouncer | direct (per pool) | cl_waiting peak | replay lag p99 (replication / metric) | target | CPU cores: primary / instances / PgBouncer / standby | holds/s per primary core | per instance core | replica reads (standby / primary) | commits per hold | reserve batch mean | active backends' wait events | check |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|---|---:|---:|---|---:|---:|---|---|\n")
+	fmt.Fprintf(&b, "Reserve of 1 unit of 10,000 SKUs (checkout token), clients round-robin over the instances, %s per cell after a 1 s warm-up; topology from `scripts/cluster.sh db` (its own primary, `pg_basebackup` standby and PgBouncer 1.18, pool_mode = transaction, at most %d server connections in all). Direct: `DATABASE_URL` on the primary, no standby. Through PgBouncer: `DATABASE_URL` on PgBouncer with `INVENTORY_DB_POOLER=transaction`, `DATABASE_DIRECT_URL` on the primary (River's pool, `LISTEN`), `DATABASE_REPLICA_URL` on the standby. Connections are the peaks, sampled every %s, of the primary's backends on the bench database: lent by PgBouncer (SHOW SERVERS' remote_pid) and held by the instances themselves (by application_name). Replay lag: `pg_stat_replication.replay_lag` on the primary, and instance 1's `inventory_replica_lag_seconds`. CPU from /proc/<pid>/stat over the cell (PostgreSQL: the postmaster and all its backends); holds/s per core = holds / CPU seconds. Commits per hold: `pg_stat_database.xact_commit` over the cell (batches and everything else the instances do) ÷ holds; the batch mean from `inventory_reserve_batch_requests_total` ÷ `inventory_reserve_batches_total`; wait events: the active backends' share per `wait_event` (CPU when none), over the samples. Before the load each cell's instances are watched idle for %s.\n\n",
+		r.cellDur, r.serverConn, scaleSampleEvery, idleSpan)
+	b.WriteString("| topology | clients | holds/s | p50 | p99 | failed | ratio to direct | target | server conns via PgBouncer | direct (per pool) | cl_waiting peak | replay lag p99 (replication / metric) | target | CPU cores: primary / instances / PgBouncer / standby | holds/s per primary core | per instance core | replica reads (standby / primary) | commits per hold | reserve batch mean | active backends' wait events | idle instances: commits/s, primary cores | check |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|---|---|---:|---:|---|---:|---:|---|---|---|\n")
 	for _, c := range r.cells {
 		ratio, tgt, lag, lagTgt, bouncer, reads := "", "", "", "", "", ""
 		ratio = fmt.Sprintf("%.2f", r.ratio(c))
@@ -32,11 +32,11 @@ func (r *scaleResult) markdown() string {
 		worst := max(c.replayLag.quantile(0.99), c.metricLag.quantile(0.99))
 		lagTgt = fmt.Sprintf("< 1 s %s", mark(worst < 1000))
 		secs := r.cellDur.Seconds()
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %d | %d (%s) | %d | %s | %s | %.2f / %.2f / %s / %.2f | %.0f | %.0f | %s | %.2f | %.1f | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %d | %d (%s) | %d | %s | %s | %.2f / %.2f / %s / %.2f | %.0f | %.0f | %s | %.2f | %.1f | %s | %.0f, %.2f | %s |\n",
 			c.name, c.clients, c.res.opsPerSec(), c.res.lat.quantile(0.5), c.res.lat.quantile(0.99), c.res.failed, ratio, tgt,
 			c.pooledConns, c.directConns, c.directByApp, c.clWaiting, lag, lagTgt,
 			c.primaryCPU/secs, c.instancesCPU/secs, orDash(bouncer), c.standbyCPU/secs,
-			c.holdsPerCore(c.primaryCPU), c.holdsPerCore(c.instancesCPU), orDash(reads), c.commitsPerHold, c.batchSize, c.waits, c.check)
+			c.holdsPerCore(c.primaryCPU), c.holdsPerCore(c.instancesCPU), orDash(reads), c.commitsPerHold, c.batchSize, c.waits, c.idleCommits, c.idlePrimaryCores, c.check)
 	}
 	// Server connections constant in N: the pooled cells at one client count.
 	for _, c1 := range r.cells {
