@@ -54,6 +54,8 @@ type options struct {
 	clusterDir   string
 	clusterPort  int
 	scaleClients []int
+	// PgBouncer's server connections in all (INVENTORY_CLUSTER_SERVER_CONNS)
+	scaleServerConns int
 	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm", "scaleout")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
@@ -104,6 +106,7 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
 	flag.StringVar(&o.clusterDir, "cluster-dir", ".data/cluster-bench", "the scale-out row's topology (scripts/cluster.sh db: primary, standby, PgBouncer) lives here; the data stays for the next run")
 	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 31900..31995)")
+	flag.IntVar(&o.scaleServerConns, "scaleout-server-conns", scaleServerConns, "PgBouncer's server connections in all, in the scale-out row")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")

@@ -30,7 +30,8 @@ import (
 // idleSpan is how long a cell's instances are watched idle before the load.
 const idleSpan = 3 * time.Second
 
-// scaleServerConns is PgBouncer's server pool in the row: the bound.
+// scaleServerConns is PgBouncer's server pool in the row by default
+// (-scaleout-server-conns): the bound.
 const scaleServerConns = 20
 
 // scaleCell is one measured cell of the row.
@@ -53,6 +54,8 @@ type scaleCell struct {
 	// mean size (inventory_reserve_batch_requests_total / _batches_total),
 	// and the active backends' wait events
 	commitsPerHold, batchSize float64
+	batchedShare              float64 // requests taken into batches ÷ holds
+	batchFailures             int64   // batches that failed whole (their requests then ran one by one)
 	waits                     string
 	// the instances idle, before the load: PostgreSQL commits a second
 	// and primary cores their background work (event relay, replica
@@ -128,7 +131,7 @@ func startCluster(ctx context.Context, o options) (*cluster, error) {
 	c.env = append(os.Environ(),
 		"INVENTORY_CLUSTER_DIR="+dir,
 		"INVENTORY_CLUSTER_PORT="+strconv.Itoa(clusterPort(o, dir)),
-		"INVENTORY_CLUSTER_SERVER_CONNS="+strconv.Itoa(scaleServerConns))
+		"INVENTORY_CLUSTER_SERVER_CONNS="+strconv.Itoa(o.scaleServerConns))
 	// The ports are in Linux's ephemeral range (32768..60999): a client
 	// socket of anyone's may hold one for a moment (the postmaster then
 	// cannot bind it), so a failed start is tried again.
@@ -281,7 +284,7 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 		return nil, err
 	}
 
-	res := &scaleResult{serverConn: scaleServerConns, cellDur: o.cellDur}
+	res := &scaleResult{serverConn: o.scaleServerConns, cellDur: o.cellDur}
 	cellNo := 1000
 	for _, clients := range clientCounts {
 		for _, spec := range []struct {
@@ -316,10 +319,10 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			if err != nil {
 				return res, err
 			}
-			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; %.2f commits per hold, batches of %.1f; waits: %s; idle: %.0f commits/s, %.2f primary cores; check %s",
+			logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, %d failed; server connections: %d via PgBouncer, %d direct (%s); cl_waiting ≤ %d; replay lag p99 %.0f ms (metric %.0f ms); CPU s: primary %.1f, instances %.1f, PgBouncer %.1f, standby %.1f; replica reads %d standby / %d primary; %.2f commits per hold, batches of %.1f (%.2f of holds batched, %d batches failed); waits: %s; idle: %.0f commits/s, %.2f primary cores; check %s",
 				cell.res.opsPerSec(), cell.res.lat.quantile(0.5), cell.res.lat.quantile(0.99), cell.res.failed,
 				cell.pooledConns, cell.directConns, cell.directByApp, cell.clWaiting, cell.replayLag.quantile(0.99), cell.metricLag.quantile(0.99),
-				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.commitsPerHold, cell.batchSize, cell.waits, cell.idleCommits, cell.idlePrimaryCores, cell.check)
+				cell.primaryCPU, cell.instancesCPU, cell.bouncerCPU, cell.standbyCPU, cell.standbyReads, cell.primaryReads, cell.commitsPerHold, cell.batchSize, cell.batchedShare, cell.batchFailures, cell.waits, cell.idleCommits, cell.idlePrimaryCores, cell.check)
 			if cell.res.failed > 0 {
 				logf("  first failure: %v", cell.res.firstErr)
 			}
@@ -390,18 +393,19 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 		}
 		return t
 	}
-	batches := func() (n, reqs float64, err error) {
+	batches := func() (n, reqs, failed float64, err error) {
 		for _, srv := range srvs {
 			m, err := scrapeMetrics(ctx, srv.URL, b.adminKey)
 			if err != nil {
-				return 0, 0, fmt.Errorf("scale-out: %w", err)
+				return 0, 0, 0, fmt.Errorf("scale-out: %w", err)
 			}
 			n += m["inventory_reserve_batches_total"]
 			reqs += m["inventory_reserve_batch_requests_total"]
+			failed += m["inventory_reserve_batch_failures_total"]
 		}
-		return n, reqs, nil
+		return n, reqs, failed, nil
 	}
-	n0, r0, err := batches()
+	n0, r0, f0, err := batches()
 	if err != nil {
 		return err
 	}
@@ -417,7 +421,7 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 	if sampleErr != nil {
 		return fmt.Errorf("scale-out: sampling: %w", sampleErr)
 	}
-	n1, r1, err := batches()
+	n1, r1, f1, err := batches()
 	if err != nil {
 		return err
 	}
@@ -427,6 +431,10 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 	}
 	if n1 > n0 {
 		cell.batchSize = (r1 - r0) / (n1 - n0)
+	}
+	cell.batchFailures = int64(f1 - f0)
+	if cell.res.ok > 0 {
+		cell.batchedShare = (r1 - r0) / float64(cell.res.ok)
 	}
 	if cell.res.ok > 0 {
 		// pg_stat_database lags a little (stats flush once a second at
