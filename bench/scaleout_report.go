@@ -32,11 +32,11 @@ func (r *scaleResult) markdown() string {
 		worst := max(c.replayLag.quantile(0.99), c.metricLag.quantile(0.99))
 		lagTgt = fmt.Sprintf("< 1 s %s", mark(worst < 1000))
 		secs := r.cellDur.Seconds()
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %d | %d (%s) | %d | %s | %s | %.2f / %.2f / %s / %.2f | %.0f | %.0f | %s | %.2f | %.1f | %s | %.0f, %.2f | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %d | %d (%s) | %d | %s | %s | %.2f / %.2f / %s / %.2f | %.0f | %.0f | %s | %.2f | %.1f (%.0f%% batched, %d failed) | %s | %.0f, %.2f | %s |\n",
 			c.name, c.clients, c.res.opsPerSec(), c.res.lat.quantile(0.5), c.res.lat.quantile(0.99), c.res.failed, ratio, tgt,
 			c.pooledConns, c.directConns, c.directByApp, c.clWaiting, lag, lagTgt,
 			c.primaryCPU/secs, c.instancesCPU/secs, orDash(bouncer), c.standbyCPU/secs,
-			c.holdsPerCore(c.primaryCPU), c.holdsPerCore(c.instancesCPU), orDash(reads), c.commitsPerHold, c.batchSize, c.waits, c.idleCommits, c.idlePrimaryCores, c.check)
+			c.holdsPerCore(c.primaryCPU), c.holdsPerCore(c.instancesCPU), orDash(reads), c.commitsPerHold, c.batchSize, 100*c.batchedShare, c.batchFailures, c.waits, c.idleCommits, c.idlePrimaryCores, c.check)
 	}
 	// Server connections constant in N: the pooled cells at one client count.
 	for _, c1 := range r.cells {
