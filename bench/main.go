@@ -56,6 +56,9 @@ type options struct {
 	scaleClients []int
 	// PgBouncer's server connections in all (INVENTORY_CLUSTER_SERVER_CONNS)
 	scaleServerConns int
+	// scaleAltBin, if set, is the server binary of the multi-instance
+	// cells: an A/B of a change meant for several instances, in one run
+	scaleAltBin string
 	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm", "scaleout")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
@@ -107,6 +110,7 @@ func main() {
 	flag.StringVar(&o.clusterDir, "cluster-dir", ".data/cluster-bench", "the scale-out row's topology (scripts/cluster.sh db: primary, standby, PgBouncer) lives here; the data stays for the next run")
 	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 31900..31995)")
 	flag.IntVar(&o.scaleServerConns, "scaleout-server-conns", scaleServerConns, "PgBouncer's server connections in all, in the scale-out row")
+	flag.StringVar(&o.scaleAltBin, "scaleout-alt-bin", "", "run the scale-out row's three-instance cells with this server binary (an A/B of a change for several instances, against -bin's one instance in the same run)")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")

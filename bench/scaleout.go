@@ -347,7 +347,11 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 	var gqls []*gqlClient
 	for i := range cell.instances {
 		logPath := filepath.Join(b.opts.out, fmt.Sprintf("scaleout-%d-%d.log", cellNo, i))
-		s, err := startServer(ctx, b.opts.bin, env, logPath)
+		bin := b.opts.bin
+		if cell.instances > 1 && b.opts.scaleAltBin != "" {
+			bin = b.opts.scaleAltBin
+		}
+		s, err := startServer(ctx, bin, env, logPath)
 		if err != nil {
 			return fmt.Errorf("scale-out: %w", err)
 		}
