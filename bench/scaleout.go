@@ -75,6 +75,7 @@ func (c scaleCell) holdsPerCore(cpu float64) float64 {
 // scaleResult is the row: its cells, per client count the direct one first.
 type scaleResult struct {
 	cells      []scaleCell
+	altBin     string // the three-instance cells' binary, if not -bin's
 	serverConn int
 	cellDur    time.Duration
 }
@@ -284,7 +285,7 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 		return nil, err
 	}
 
-	res := &scaleResult{serverConn: o.scaleServerConns, cellDur: o.cellDur}
+	res := &scaleResult{serverConn: o.scaleServerConns, cellDur: o.cellDur, altBin: o.scaleAltBin}
 	cellNo := 1000
 	for _, clients := range clientCounts {
 		for _, spec := range []struct {
