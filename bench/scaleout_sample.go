@@ -344,7 +344,11 @@ func directSummary(m map[string]int) string {
 	sort.Strings(apps)
 	parts := make([]string, 0, len(apps))
 	for _, app := range apps {
-		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(app, "inventory-"), m[app]))
+		name := strings.TrimPrefix(app, "inventory-")
+		if name == "" {
+			name = "unnamed"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, m[app]))
 	}
 	return strings.Join(parts, ", ")
 }
