@@ -49,7 +49,17 @@ type options struct {
 	soak        bool          // bench/soak.go instead of the benchmark
 	soakDur     time.Duration // how long the soak's load runs
 	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
-	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm")
+	// the scale-out row (scaleout.go): its topology's directory and first
+	// port (0: derived from the directory), and its client counts
+	clusterDir   string
+	clusterPort  int
+	scaleClients []int
+	// PgBouncer's server connections in all (INVENTORY_CLUSTER_SERVER_CONNS)
+	scaleServerConns int
+	// scaleAltBin, if set, is the server binary of the multi-instance
+	// cells: an A/B of a change meant for several instances, in one run
+	scaleAltBin string
+	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm", "scaleout")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
 }
@@ -97,8 +107,13 @@ func main() {
 	flag.BoolVar(&o.soak, "soak", false, "instead of the benchmark, a soak: mixed load for -soak-duration, the server's RSS and goroutines sampled every 5 s must stay flat (make soak)")
 	flag.DurationVar(&o.soakDur, "soak-duration", 10*time.Minute, "how long the -soak load runs")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve the server's profiler on this loopback address (e.g. 127.0.0.1:6061) for go tool pprof during the run")
+	flag.StringVar(&o.clusterDir, "cluster-dir", ".data/cluster-bench", "the scale-out row's topology (scripts/cluster.sh db: primary, standby, PgBouncer) lives here; the data stays for the next run")
+	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 31900..31995)")
+	flag.IntVar(&o.scaleServerConns, "scaleout-server-conns", scaleServerConns, "PgBouncer's server connections in all, in the scale-out row")
+	flag.StringVar(&o.scaleAltBin, "scaleout-alt-bin", "", "run the scale-out row's three-instance cells with this server binary (an A/B of a change for several instances, against -bin's one instance in the same run)")
+	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm; baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
 	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	flag.Parse()
 	if *ceilingServe {
@@ -112,8 +127,8 @@ func main() {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,storm,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, storm)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,storm,scaleout,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, storm, scaleout)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -124,6 +139,7 @@ func main() {
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
 		o.fanClients, o.viewers, o.viewClients = 4, 20, 4
+		*scaleClients = "4"
 	}
 	for name, n := range map[string]int{"-subscribers": o.subscribers, "-fanout-clients": o.fanClients, "-viewers": o.viewers, "-viewer-clients": o.viewClients} {
 		if n < 1 {
@@ -131,14 +147,8 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	for f := range strings.SplitSeq(clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "bench: bad -clients %q\n", clients)
-			os.Exit(2)
-		}
-		o.clients = append(o.clients, n)
-	}
+	o.clients = clientCounts("-clients", clients)
+	o.scaleClients = clientCounts("-scaleout-clients", *scaleClients)
 	// The load generator shares two cores with the server and PostgreSQL:
 	// trade memory for fewer garbage collections.
 	debug.SetGCPercent(400)
@@ -159,9 +169,29 @@ func main() {
 	}
 }
 
+// clientCounts parses a comma-separated list of client counts, or exits.
+func clientCounts(flagName, list string) []int {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: bad %s %q\n", flagName, list)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 // run does the whole benchmark; it reports whether a correctness check
 // failed, and an error when the bench itself could not run.
 func run(ctx context.Context, o options) (failed bool, err error) {
+	rep := &report{started: started, cellDur: o.cellDur}
+	if len(o.only) == 1 && o.only["scaleout"] {
+		// The row brings its own topology: nothing of the bench database's.
+		scaleoutRow(ctx, o, rep)
+		return rep.write(ctx, o)
+	}
 	maxClients := max(o.fanClients, o.viewClients) // the subscriber rows reserve as shoppers too
 	for _, c := range o.clients {
 		maxClients = max(maxClients, c)
@@ -189,15 +219,36 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 		}
 		defer b.ceiling.stop()
 	}
-	rep := &report{started: started, cellDur: o.cellDur}
 	if b.ceiling != nil && b.ceiling.mismatch != "" {
 		rep.notes = append(rep.notes, "ceiling: not like for like: "+b.ceiling.mismatch)
 	}
 	if err := b.runCells(ctx, rep); err != nil {
 		return false, err
 	}
+	// Before the extras: the storm last of all, and the scale-out row on a
+	// PostgreSQL of its own while the bench database's server idles.
+	if o.wants("scaleout") {
+		scaleoutRow(ctx, o, rep)
+	}
 	b.runExtras(ctx, rep)
+	return rep.write(ctx, o)
+}
 
+// scaleoutRow runs the scale-out row into rep; a failure to run it is a
+// FAIL note.
+func scaleoutRow(ctx context.Context, o options, rep *report) {
+	res, err := runScaleout(ctx, o, o.scaleClients)
+	if res != nil && len(res.cells) > 0 {
+		rep.scaleout = res
+	}
+	if err != nil && ctx.Err() == nil {
+		rep.notes = append(rep.notes, "FAIL: scale-out: "+err.Error())
+	}
+}
+
+// write prints the report, writes it to o.out and says whether a
+// correctness check failed.
+func (rep *report) write(ctx context.Context, o options) (failed bool, err error) {
 	md := rep.markdown()
 	fmt.Println(md)
 	stamp := started.Format("20060102-150405")
@@ -212,6 +263,11 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 	}
 	if rep.storm != nil && rep.storm.problem != "" {
 		failed = true
+	}
+	if rep.scaleout != nil {
+		for _, c := range rep.scaleout.cells {
+			failed = failed || c.check != "ok"
+		}
 	}
 	for _, n := range rep.notes {
 		failed = failed || strings.HasPrefix(n, "FAIL")

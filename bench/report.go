@@ -54,8 +54,10 @@ type report struct {
 	storm   *stormResult
 	fanouts []fanoutResult
 	attack  *attackResult
-	peakRSS float64
-	notes   []string
+	// scaleout is the scale-out row (scaleout.go), nil when it did not run
+	scaleout *scaleResult
+	peakRSS  float64
+	notes    []string
 }
 
 func mark(ok bool) string {
@@ -68,27 +70,29 @@ func mark(ok bool) string {
 func (rep *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# make bench, %s\n\n", rep.started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "%s per cell, closed loop; ours over HTTP/GraphQL to the real server binary, baseline pgbench on the same PostgreSQL and schema; cells interleaved per client count. Latency in ms. Each of our rows is compared with its pgbench row at the same client count (reserve → confirm pairs with the spread claim, availability with the 20-SKU read), and the availability rows also with the ceiling: a minimal net/http handler (bench/ceiling.go) answering the same request from a Go map with encoding/json, no GraphQL, no database, under the same load generator. Baseline p50/p99 come from pgbench's per-transaction log (`--log`). Targets are shown, not enforced.\n\n", rep.cellDur)
-	b.WriteString("| scenario | clients | ops/s | p50 | p99 | failed | ratio to pgbench | target | ratio to ceiling | target | server RSS MB | check |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|\n")
-	for _, r := range rep.rows {
-		ratio, tgt, ceil, ceilTgt, rss, check := "", "", "", "", "", ""
-		if !r.baseline {
-			ratio = fmt.Sprintf("%.2f", r.ratio())
-			if r.target.clients == r.clients {
-				tgt = fmt.Sprintf("≥ %g %s", r.target.ratio, mark(r.ratio() >= r.target.ratio))
-			}
-			if r.ceilOps > 0 {
-				ceil = fmt.Sprintf("%.2f", r.ceilingRatio())
-				if r.ceilTarget.clients == r.clients {
-					ceilTgt = fmt.Sprintf("≥ %g %s", r.ceilTarget.ratio, mark(r.ceilingRatio() >= r.ceilTarget.ratio))
+	if len(rep.rows) > 0 { // -only scaleout has none
+		fmt.Fprintf(&b, "%s per cell, closed loop; ours over HTTP/GraphQL to the real server binary, baseline pgbench on the same PostgreSQL and schema; cells interleaved per client count. Latency in ms. Each of our rows is compared with its pgbench row at the same client count (reserve → confirm pairs with the spread claim, availability with the 20-SKU read), and the availability rows also with the ceiling: a minimal net/http handler (bench/ceiling.go) answering the same request from a Go map with encoding/json, no GraphQL, no database, under the same load generator. Baseline p50/p99 come from pgbench's per-transaction log (`--log`). Targets are shown, not enforced.\n\n", rep.cellDur)
+		b.WriteString("| scenario | clients | ops/s | p50 | p99 | failed | ratio to pgbench | target | ratio to ceiling | target | server RSS MB | check |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|\n")
+		for _, r := range rep.rows {
+			ratio, tgt, ceil, ceilTgt, rss, check := "", "", "", "", "", ""
+			if !r.baseline {
+				ratio = fmt.Sprintf("%.2f", r.ratio())
+				if r.target.clients == r.clients {
+					tgt = fmt.Sprintf("≥ %g %s", r.target.ratio, mark(r.ratio() >= r.target.ratio))
 				}
+				if r.ceilOps > 0 {
+					ceil = fmt.Sprintf("%.2f", r.ceilingRatio())
+					if r.ceilTarget.clients == r.clients {
+						ceilTgt = fmt.Sprintf("≥ %g %s", r.ceilTarget.ratio, mark(r.ceilingRatio() >= r.ceilTarget.ratio))
+					}
+				}
+				rss = fmt.Sprintf("%.0f", r.rssMB)
+				check = r.check
 			}
-			rss = fmt.Sprintf("%.0f", r.rssMB)
-			check = r.check
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %s |\n",
+				r.name, r.clients, r.res.opsPerSec(), r.res.lat.quantile(0.5), r.res.lat.quantile(0.99), r.res.failed, ratio, tgt, ceil, ceilTgt, rss, check)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %s |\n",
-			r.name, r.clients, r.res.opsPerSec(), r.res.lat.quantile(0.5), r.res.lat.quantile(0.99), r.res.failed, ratio, tgt, ceil, ceilTgt, rss, check)
 	}
 	if s := rep.storm; s != nil {
 		b.WriteString("\n## Expiry storm\n\n")
@@ -140,7 +144,12 @@ func (rep *report) markdown() string {
 	if a := rep.attack; a != nil {
 		b.WriteString(a.markdown())
 	}
-	fmt.Fprintf(&b, "\nPeak server RSS over the run (the viewers row aside, judged by its own target): %.0f MB (target < 200 MB %s).\n", rep.peakRSS, mark(rep.peakRSS < 200))
+	if r := rep.scaleout; r != nil {
+		b.WriteString(r.markdown())
+	}
+	if len(rep.rows) > 0 || len(rep.fanouts) > 0 || rep.attack != nil || rep.storm != nil {
+		fmt.Fprintf(&b, "\nPeak server RSS over the run (the viewers row aside, judged by its own target): %.0f MB (target < 200 MB %s).\n", rep.peakRSS, mark(rep.peakRSS < 200))
+	}
 	for _, n := range rep.notes {
 		fmt.Fprintf(&b, "\n- %s", n)
 	}

@@ -118,21 +118,27 @@ func (b *bench) credentials(c int, token bool) (string, string, error) {
 // requestKey.
 func reserveOp(pick func(*bench) string, token bool) func(b *bench, cell, clients int) op {
 	return func(b *bench, cell, clients int) op {
-		st := make([]clientState, clients)
-		prefix := "c" + strconv.Itoa(cell) + "-"
-		return func(ctx context.Context, c int) error {
-			s := &st[c]
-			s.n++
-			co, bearer, err := b.credentials(c, token)
-			if err != nil {
-				return err
-			}
-			s.body = appendReserve(s.body[:0], co, prefix+strconv.Itoa(s.n), holdTTL, pick(b), b.cat.locCode)
-			if s.resp, err = b.gql.post(ctx, s.body, bearer, s.resp); err != nil {
-				return err
-			}
-			return mutationOK(s.resp)
+		return reserveVia(b, pick, token, cell, clients, func(int) *gqlClient { return b.gql })
+	}
+}
+
+// reserveVia is reserveOp's request sent by client c to the server via(c)
+// names: one instance, or one of several (the scale-out row).
+func reserveVia(b *bench, pick func(*bench) string, token bool, cell, clients int, via func(c int) *gqlClient) op {
+	st := make([]clientState, clients)
+	prefix := "c" + strconv.Itoa(cell) + "-"
+	return func(ctx context.Context, c int) error {
+		s := &st[c]
+		s.n++
+		co, bearer, err := b.credentials(c, token)
+		if err != nil {
+			return err
 		}
+		s.body = appendReserve(s.body[:0], co, prefix+strconv.Itoa(s.n), holdTTL, pick(b), b.cat.locCode)
+		if s.resp, err = via(c).post(ctx, s.body, bearer, s.resp); err != nil {
+			return err
+		}
+		return mutationOK(s.resp)
 	}
 }
 

@@ -31,7 +31,9 @@ func serverEnv(dbURL string, maxConns int, pprofAddr string) []string {
 	_, _ = rand.Read(hmacKey)
 	env := []string{}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "LISTEN_ADDR=") {
+		// DATABASE_DIRECT_URL and DATABASE_REPLICA_URL too: a server of the
+		// bench's must not reach a database the caller's environment names.
+		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_") && !strings.HasPrefix(kv, "LISTEN_ADDR=") {
 			env = append(env, kv)
 		}
 	}
