@@ -52,7 +52,10 @@ func TestMakeClusterStartsAndStops(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dbPorts := freePorts(t, 56000+os.Getpid()%400*5, 3)
+	// Below the ephemeral range (see scripts/cluster.sh), clear of the
+	// cluster.sh (30000-31499), test-topology (31500-31799) and bench
+	// (31900-) defaults.
+	dbPorts := freePorts(t, 31800+os.Getpid()%30*3, 3)
 	httpPort := freePorts(t, dbPorts+3, 3)
 	env := append(os.Environ(), "INVENTORY_CLUSTER_DIR="+filepath.Join(dir, "cluster"),
 		fmt.Sprintf("INVENTORY_CLUSTER_PORT=%d", dbPorts), fmt.Sprintf("INVENTORY_CLUSTER_HTTP_PORT=%d", httpPort))

@@ -27,8 +27,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/pglib.sh"
 
 BASE=${INVENTORY_CLUSTER_DIR:-$ROOT/.data/cluster}
-# Ports of their own per checkout (like pgup.sh's), five in a row.
-PORT=${INVENTORY_CLUSTER_PORT:-$((55000 + ($(echo "$ROOT" | cksum | cut -d' ' -f1) % 180) * 5))}
+# Ports of their own per checkout, three in a row, below Linux's ephemeral
+# range (32768 up): a port there can be held by any client socket (one to
+# another PostgreSQL, say) at the moment the postmaster wants to bind it.
+PORT=${INVENTORY_CLUSTER_PORT:-$((30000 + ($(echo "$ROOT" | cksum | cut -d' ' -f1) % 300) * 5))}
 PRIMARY_PORT=$PORT
 STANDBY_PORT=$((PORT + 1))
 BOUNCER_PORT=$((PORT + 2))

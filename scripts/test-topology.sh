@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export INVENTORY_CLUSTER_DIR=${INVENTORY_CLUSTER_DIR:-$PWD/.data/cluster-test}
-export INVENTORY_CLUSTER_PORT=${INVENTORY_CLUSTER_PORT:-$((55900 + $(echo "$PWD" | cksum | cut -d' ' -f1) % 90))}
+export INVENTORY_CLUSTER_PORT=${INVENTORY_CLUSTER_PORT:-$((31500 + ($(echo "$PWD" | cksum | cut -d' ' -f1) % 60) * 5))}
 eval "$(scripts/cluster.sh db | sed 's/^/export /')"
 export DATABASE_URL=$INVENTORY_CLUSTER_PRIMARY_URL
 export INVENTORY_TEST_POOLED_URL=$INVENTORY_CLUSTER_POOLED_URL
