@@ -63,6 +63,20 @@ func TestExpiryAndEventsWhileRequestsStarve(t *testing.T) {
 			errs[i] = err
 		})
 	}
+	// Reserves coalesce (one or two batches, each one connection, wait on
+	// the lock for all twelve): receipts, each its own transaction on a
+	// request connection, take the rest of the pool.
+	receiptErrs := make([]error, 6)
+	for i := range receiptErrs {
+		wg.Go(func() {
+			r, err := gqlTo(ts.url, ts.admin, `mutation($r: String!) { receiveStock(input: {sku: "HOT", location: "AMS", quantity: 1, reference: $r}) { userErrors { code } } }`,
+				map[string]any{"r": fmt.Sprintf("PO-starve-%d", i)})
+			if err == nil && (r.Status != 200 || len(r.Errors) > 0) {
+				err = fmt.Errorf("receiveStock: %d %+v", r.Status, r.Errors)
+			}
+			receiptErrs[i] = err
+		})
+	}
 	waitUntil(t, 10*time.Second, "every request connection to wait on the locked balance", func() bool {
 		return ts.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= apiConns
 	})
@@ -96,6 +110,11 @@ func TestExpiryAndEventsWhileRequestsStarve(t *testing.T) {
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("reserve %d: %v", i, err)
+		}
+	}
+	for i, err := range receiptErrs {
+		if err != nil {
+			t.Errorf("receipt %d: %v", i, err)
 		}
 	}
 	if n := ts.count(`SELECT b.reserved FROM balances b JOIN skus s ON s.id = b.sku_id WHERE s.code = 'HOT'`); n != len(errs) {

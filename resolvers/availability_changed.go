@@ -93,33 +93,63 @@ func (r *Resolver) availabilityChanges(ctx context.Context, q domain.Availabilit
 // thing at the same tick share (Resolver.availabilityReads): the product
 // pages of one hot SKU cost one read per push interval between them.
 type sharedRead struct {
-	started time.Time // before the read was sent: its snapshot is later
+	started time.Time // the read is sent no earlier: its snapshot is later
 	ended   time.Time // after its answer: a later read's snapshot is later
 	values  []*domain.Availability
+	err     error
+	done    chan struct{} // closed when values and err are set
 }
 
-// readShared reads q, sharing the read with every subscription that asks
-// for the same SKUs and locations while it runs. The read is not bound to
-// the subscription that happens to start it (it may leave), only to
-// sharedReadTimeout.
-func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery) (sharedRead, error) {
+// sharedReadGrace is how long after the first subscription of a tick asks
+// the read is sent, so the others of that tick (woken at the same moment,
+// run one after another on a few cores) join it.
+const sharedReadGrace = 2 * time.Millisecond
+
+// readShared reads q for a subscription that took its changed SKUs at
+// takenAt. It joins a read of the same SKUs and locations that is sent
+// after takenAt (so the read's snapshot holds every event that marked them
+// changed), or starts one, sent sharedReadGrace from now. The read is not
+// bound to the subscription that happens to start it (it may leave), only
+// to sharedReadTimeout.
+func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery, takenAt time.Time) (*sharedRead, error) {
 	key := strings.Join(q.SKUs, "\x00") + "\x01"
 	if q.Locations != nil {
 		key += "L" + strings.Join(q.Locations, "\x00")
 	}
-	v, err, _ := r.availabilityReads.Do(key, func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
-		defer cancel()
-		read := sharedRead{started: time.Now()}
-		var err error
-		read.values, err = r.Live.AvailabilityList(ctx, q)
-		read.ended = time.Now()
-		return read, err
-	})
-	if err != nil {
-		return sharedRead{}, err
+	r.availabilityReadsMu.Lock()
+	read := r.availabilityReads[key]
+	if read == nil || !read.started.After(takenAt) {
+		if r.availabilityReads == nil {
+			r.availabilityReads = map[string]*sharedRead{}
+		}
+		read = &sharedRead{started: time.Now().Add(sharedReadGrace), done: make(chan struct{})}
+		r.availabilityReads[key] = read
+		go r.sendSharedRead(context.WithoutCancel(ctx), key, q, read)
 	}
-	return v.(sharedRead), nil
+	r.availabilityReadsMu.Unlock()
+	select {
+	case <-read.done:
+		return read, read.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// sendSharedRead sends read at its start time and forgets it once answered
+// (only reads sent after a subscription took its SKUs may serve it, so an
+// answered one serves no later tick).
+func (r *Resolver) sendSharedRead(ctx context.Context, key string, q domain.AvailabilityQuery, read *sharedRead) {
+	ctx, cancel := context.WithTimeout(ctx, sharedReadTimeout)
+	defer cancel()
+	time.Sleep(time.Until(read.started))
+	read.values, read.err = r.Live.AvailabilityList(ctx, q)
+	read.ended = time.Now()
+	close(read.done)
+	r.availabilityReadsMu.Lock()
+	if r.availabilityReads[key] == read {
+		delete(r.availabilityReads, key)
+	}
+	r.availabilityReadsMu.Unlock()
 }
 
 // sharedReadTimeout bounds one shared availability read.
@@ -167,11 +197,12 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 			sent[next.SKU] = next
 		case <-tick.C:
 			tick.Reset(nextTick(interval))
+			takenAt := time.Now()
 			changed := sink.dirty.take(q.SKUs)
 			if len(changed) == 0 {
 				continue
 			}
-			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations})
+			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations}, takenAt)
 			if err != nil || !read.started.After(lastEnded) {
 				// Read again at the next tick: the values are still owed.
 				for _, s := range changed {

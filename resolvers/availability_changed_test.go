@@ -124,7 +124,7 @@ func TestAvailabilityChangesShareReads(t *testing.T) {
 	const subscribers, interval = 200, 50 * time.Millisecond
 	src := &countingSource{AvailabilitySource: st}
 	r := &Resolver{Live: src, Broker: broker, PushInterval: interval}
-	var readers sync.WaitGroup
+	var readers, firsts sync.WaitGroup
 	last := make([]atomic.Int64, subscribers)
 	var delaysMu sync.Mutex
 	var delays []time.Duration // after its tick (a multiple of interval), of every update but the first
@@ -133,8 +133,10 @@ func TestAvailabilityChangesShareReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		firsts.Add(1)
 		readers.Go(func() {
 			<-ch // the first value: sent at once, not at a tick
+			firsts.Done()
 			for a := range ch {
 				last[i].Store(int64(a.Available()))
 				at := time.Now()
@@ -144,6 +146,10 @@ func TestAvailabilityChangesShareReads(t *testing.T) {
 			}
 		})
 	}
+	// Counting starts once every subscriber has its first value: those
+	// reads (at subscribe, not at a tick) may still be running on a loaded
+	// machine when the last subscribe returns.
+	firsts.Wait()
 	before := src.reads.Load()
 	start := time.Now()
 	for i := range 200 {

@@ -5,9 +5,8 @@
 package resolvers
 
 import (
+	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"inventory/domain"
 	"inventory/graph/model"
@@ -39,8 +38,10 @@ type Resolver struct {
 	// sends each SKU at most once per interval; 0 is the default.
 	PushInterval time.Duration
 
-	// availabilityReads shares availabilityChanged's reads (readShared).
-	availabilityReads singleflight.Group
+	// availabilityReads shares availabilityChanged's reads (readShared):
+	// the read not yet answered per SKUs and locations.
+	availabilityReadsMu sync.Mutex
+	availabilityReads   map[string]*sharedRead
 }
 
 // outcome splits a domain call's result for a mutation payload: on success the
