@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -95,10 +97,20 @@ type standbyStock struct {
 	reads *replicaReads
 }
 
+// AvailabilityList reads on the standby when fresh. A SKU the standby does
+// not know may be one created less than the lag ago:
+// unknown is not "a little stale", so such an answer is the primary's.
 func (s standbyStock) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error) {
 	return onStandby(s.reads, ctx, standbyReadTimeout,
 		func(ctx context.Context) ([]*domain.Availability, error) {
-			return s.reads.standby.AvailabilityList(ctx, q)
+			out, err := s.reads.standby.AvailabilityList(ctx, q)
+			if err == nil && slices.Contains(out, nil) {
+				return nil, errStandbyLacksSKU
+			}
+			return out, err
 		},
 		func(ctx context.Context) ([]*domain.Availability, error) { return s.Stock.AvailabilityList(ctx, q) })
 }
+
+// errStandbyLacksSKU is a standby's answer naming a SKU as unknown.
+var errStandbyLacksSKU = errors.New("the standby does not know a SKU asked for (created since it replayed?)")
