@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,15 +25,7 @@ import (
 // SQL on the primary.
 func TestStandbyStoppedReadsFallBack(t *testing.T) {
 	t.Parallel()
-	pg := newCluster(t)
-	dbURL := pg.createDatabase("faults")
-	standby := pg.newStandby(t)
-	h := newHarness(t, dbURL)
-	inst := h.start("A", map[string]string{
-		"DATABASE_REPLICA_URL":                 standby.url("faults"),
-		"INVENTORY_AVAILABILITY_MAX_LAG":       "0", // every availability read is a database read
-		"INVENTORY_RATE_LIMIT_ANONYMOUS_READS": "0",
-	})
+	h, standby, inst := withStandby(t, map[string]string{"INVENTORY_RATE_LIMIT_ANONYMOUS_READS": "0"})
 	h.createKeys()
 	s := stock{
 		locations: []string{"AMS"},
@@ -160,15 +153,7 @@ func TestStandbyStoppedReadsFallBack(t *testing.T) {
 // balances and checkoutReservations, all see the primary's state at once.
 func TestAuthoritativeReadsNeverReadTheStandby(t *testing.T) {
 	t.Parallel()
-	pg := newCluster(t)
-	dbURL := pg.createDatabase("faults")
-	standby := pg.newStandby(t)
-	h := newHarness(t, dbURL)
-	inst := h.start("A", map[string]string{
-		"DATABASE_REPLICA_URL":           standby.url("faults"),
-		"INVENTORY_REPLICA_MAX_LAG":      "1h",
-		"INVENTORY_AVAILABILITY_MAX_LAG": "0", // availability is a database read: the standby's
-	})
+	h, standby, inst := withStandby(t, map[string]string{"INVENTORY_REPLICA_MAX_LAG": "1h"})
 	h.createKeys()
 	s := stock{locations: []string{"AMS"}, quantity: map[string]map[string]int{"A-HP": {"AMS": 10}}}
 	h.loadCatalog(inst.url, s)
@@ -225,4 +210,22 @@ func TestAuthoritativeReadsNeverReadTheStandby(t *testing.T) {
 		t.Errorf("availability %s after the standby resumed, want 7", available())
 	}
 	h.report("verified: with the standby paused, availability read it (10, stale) while sku, balances and checkoutReservations read the primary (3 reserved, HELD)")
+}
+
+// withStandby is a primary of the test's own with a streaming standby and
+// one instance reading storefront availability there, the in-memory copy
+// off so that every availability read is a database read; env adds
+// settings.
+func withStandby(t *testing.T, env map[string]string) (*harness, *cluster, *instance) {
+	t.Helper()
+	pg := newCluster(t)
+	dbURL := pg.createDatabase("faults")
+	standby := pg.newStandby(t)
+	h := newHarness(t, dbURL)
+	settings := map[string]string{
+		"DATABASE_REPLICA_URL":           standby.url("faults"),
+		"INVENTORY_AVAILABILITY_MAX_LAG": "0",
+	}
+	maps.Copy(settings, env)
+	return h, standby, h.start("A", settings)
 }
