@@ -18,6 +18,7 @@ import (
 
 	"inventory/domain"
 	"inventory/store"
+	"unicode/utf8"
 )
 
 // stockImportShown is how many failures the summary lists.
@@ -154,12 +155,28 @@ func scanStockCSV(src io.Reader, row func(line int, level domain.StockLevel, err
 // such messages.
 const maxQuotedField = 40
 
-// quoteField quotes at most maxQuotedField bytes of a field, marking a cut.
+// quoteField quotes a field in at most maxQuotedField bytes (plus the quotes),
+// marking a cut.
 func quoteField(f string) string {
-	if len(f) <= maxQuotedField {
-		return strconv.Quote(f)
+	quoted := strconv.Quote(f)
+	if len(quoted) <= maxQuotedField+2 {
+		return quoted
 	}
-	return strconv.Quote(strings.ToValidUTF8(f[:maxQuotedField], "")) + "…"
+	// Quoting can make a field four times longer (every invalid byte becomes
+	// \xNN), so the bound is on the quoted text: cut whole runes off the end
+	// until the quoted prefix fits.
+	prefix := f
+	if len(prefix) > maxQuotedField {
+		prefix = prefix[:maxQuotedField]
+	}
+	for len(prefix) > 0 {
+		if quoted = strconv.Quote(prefix); len(quoted) <= maxQuotedField+2 {
+			break
+		}
+		_, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+	}
+	return strconv.Quote(prefix) + "…"
 }
 
 // parseStockLevel reads one CSV row of width columns (3 or 4).
