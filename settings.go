@@ -42,7 +42,7 @@ var settings = []setting{
 	{Name: "INVENTORY_DB_REPLICA_CONNS", Group: "Database", Default: "4", Shown: "",
 		Meaning: "connections to `DATABASE_REPLICA_URL`, per instance"},
 	{Name: "INVENTORY_DB_MAX_CONNS", Group: "Database", Default: "20", Shown: "",
-		Meaning: "connections for HTTP requests, per instance. Requests, River and the event relay each have a pool of their own (`application_name` `inventory-api`, `-jobs`, `-events`), so requests queued on a hot balance cannot starve expiry or live stock"},
+		Meaning: "connections for HTTP requests, per instance. Requests, River and the event relay each have a pool of their own (`application_name` `inventory-api`, `-jobs`, `-events`; all `inventory` through a transaction pooler, which would otherwise reset the name on every lend), so requests queued on a hot balance cannot starve expiry or live stock"},
 	{Name: "INVENTORY_DB_ANONYMOUS_CONNS", Group: "Database", Default: "", Shown: "a fifth of `INVENTORY_DB_MAX_CONNS`, at least 1, at most 4",
 		Meaning: "of the request connections, how many anonymous queries may use at once (each root field such as `availability` holds one while it runs; more wait, up to `INVENTORY_REQUEST_TIMEOUT`). At most `INVENTORY_DB_MAX_CONNS` − 1: checkouts and keys always keep the rest. Each slot can keep a database core busy, so raise it with the database's cores, not with the pool"},
 	{Name: "INVENTORY_DB_JOB_CONNS", Group: "Database", Default: "", Shown: "job workers + 5",

@@ -10,7 +10,8 @@ import (
 
 // TestTerminateConnectionsMidReserve: while 16 clients reserve, PostgreSQL
 // ends every connection of the server (pg_terminate_backend of its
-// application_name inventory-* sessions in this test's database: requests,
+// application_name inventory-* sessions (inventory through a transaction
+// pooler) in this test's database: requests,
 // River, the event relay and its listener) five times, 300ms apart. Every
 // request either succeeds or fails cleanly (INTERNAL or a 5xx; clients then
 // retry with the same key); nothing is half-done; and the instance recovers
@@ -47,7 +48,7 @@ func TestTerminateConnectionsMidReserve(t *testing.T) {
 		if err := h.db.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 			FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name LIKE 'inventory-%' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			WHERE datname = current_database() AND (application_name LIKE 'inventory-%' OR application_name = 'inventory') AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		ended = append(ended, n)
