@@ -36,12 +36,19 @@ const relayLock = 0x1_4E5E_47_E7E7
 // It returns how many events it published; 0 when another instance's relay
 // holds the lock.
 func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) {
-	var n int
+	n, _, err := s.StockEventsRelay(ctx, limit)
+	return n, err
+}
+
+// StockEventsRelay is StockEventsPublish that also returns the newest seq it
+// assigned (0 when it published none): the payload of the NOTIFY it sent,
+// by which a broker tells its own publishes from another instance's.
+func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, last int64, err error) {
 	// READ COMMITTED explicitly, whatever the server default: each statement
 	// must take its snapshot after the lock is held, so the head it reads is
 	// the previous relay's.
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		n = 0
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		n, last = 0, 0
 		// The plan of every statement here must not depend on statistics:
 		// on a new database they are taken while stock_events is nearly
 		// empty, and a join planned on them (a nested loop over whole-table
@@ -73,7 +80,6 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 		// committed before this statement's snapshot, so every change
 		// committed before this transaction began (now()) is then published:
 		// complete_at says so (see AvailabilityHead).
-		var last int64
 		if err := tx.QueryRow(ctx, `
 			WITH published AS (
 				UPDATE stock_events SET seq = $2 + array_position($1::bigint[], id), published_at = now()
@@ -92,7 +98,10 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 		}
 		return nil
 	})
-	return n, wrap("StockEventsPublish", err)
+	if err != nil {
+		return 0, 0, wrap("StockEventsPublish", err)
+	}
+	return n, last, nil
 }
 
 // StockEventsAfter returns up to limit published events with seq > after, in

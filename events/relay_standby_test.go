@@ -1,0 +1,91 @@
+package events_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/events"
+	"inventory/testkit"
+)
+
+// Three instances under a steady write load: one relays and the others
+// stand by, instead of all three running a relay transaction every tick;
+// when that one stops, another takes over and every event is still
+// published, once, in order.
+func TestRelayOneInstanceAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const tick = 10 * time.Millisecond
+	var brokers []*events.Broker
+	var stops []func()
+	for i := range 3 {
+		kit := b.Kit
+		if i > 0 {
+			pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close) // after the brokers stopped: cleanups run last first
+			kit = testkit.Kit{Ctx: b.Ctx, Pool: pool, Store: testkit.NewStore(t, pool)}
+		}
+		other := &testBundle{Kit: kit, logs: b.logs, logger: b.logger}
+		br, stop := other.startBroker(t, other.Store, events.Config{Tick: tick})
+		brokers, stops = append(brokers, br), append(stops, stop)
+	}
+	w := newWorkload(t, b, "RS", 4, 2)
+	attempts := func() (all []int64, sum int64) {
+		for _, br := range brokers {
+			all = append(all, br.RelayAttempts())
+			sum += br.RelayAttempts()
+		}
+		return all, sum
+	}
+
+	// A steady load: each writer's call commits in a few ms, so there is
+	// always something to publish and the relaying instance keeps notifying.
+	before, sum0 := attempts()
+	w.run(t, 4, 150, 1)
+	after, sum1 := attempts()
+	leader, most := 0, int64(0)
+	for i := range brokers {
+		if d := after[i] - before[i]; d > most {
+			leader, most = i, d
+		}
+	}
+	// Without standing by each instance ran about a third of the relay
+	// transactions.
+	if total := sum1 - sum0; total < 20 || float64(most) < 0.75*float64(total) {
+		t.Fatalf("relay transactions per instance under load: %v → %v; want one instance to run at least 3/4 of them", before, after)
+	}
+	n := b.waitPublished(t)
+	t.Logf("under load instance %d ran %d of %d relay transactions (%d events)", leader+1, most, sum1-sum0, n)
+
+	// The relaying instance stops: the others stop standing by within two
+	// ticks of its last notification, and one of them publishes the rest.
+	publishedBy := func() (n int64) {
+		for i, br := range brokers {
+			if i != leader {
+				n += br.Published()
+			}
+		}
+		return n
+	}
+	othersBefore := publishedBy()
+	stops[leader]()
+	w.run(t, 4, 40, 2)
+	m := b.waitPublished(t)
+	if got := publishedBy() - othersBefore; got < m-n {
+		t.Fatalf("after the relaying instance stopped the others published %d of the %d new events", got, m-n)
+	}
+	for i, br := range brokers {
+		if i == leader {
+			continue
+		}
+		zero := int64(0)
+		s := subscribe(t, br, "instance", &zero, passAll, 256, true)
+		s.waitSeq(t, m, 10*time.Second)
+		requireDense(t, "a subscriber on a remaining instance", seqs(s.events()), 1, m)
+	}
+}
