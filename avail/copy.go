@@ -47,6 +47,10 @@ type Stream interface {
 	// not counted as a live subscription.
 	FollowStockEvents(ctx context.Context, after *int64, sink domain.StockEventSink, done func(error))
 	ListenGeneration() int64
+	// StockHead is the head as the stream's newest fetch saw it: after
+	// applying what that fetch delivered, the copy knows its staleness
+	// without a query.
+	StockHead() (domain.StockHead, bool)
 }
 
 // Config tunes the copy; zero values take the defaults.
@@ -370,8 +374,8 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 	closed := make(chan struct{})
 	after := snap.Seq
 	c.stream.FollowStockEvents(subCtx, &after, &sink{c: c, closed: closed}, func(err error) { ended <- err })
-	probe := time.NewTicker(c.cfg.ProbeInterval)
-	defer probe.Stop()
+	ticker := time.NewTicker(c.cfg.ProbeInterval)
+	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -382,14 +386,19 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 		case <-c.reload:
 			c.logger.InfoContext(ctx, "availability copy: reloading")
 		case <-c.appliedSig:
-			// Measuring right after a fetch was applied reads the head it
-			// reached (and the relay batch that made it), so staleness
-			// drops at once instead of at the next probe tick; the ticker
-			// then restarts, so a busy stream is not probed twice as often.
-			c.measure(ctx)
-			probe.Reset(c.cfg.ProbeInterval)
+			// Right after a fetch was applied, the head that fetch read (in
+			// its own snapshot, with the relay batch that made it) says how
+			// stale the copy is, so staleness drops at once instead of at
+			// the next probe tick, and without a query of its own; the
+			// ticker then restarts, so a busy stream is not probed at all.
+			if h, ok := c.stream.StockHead(); ok {
+				c.noteHead(probe{head: h.Seq, caughtUp: h.CaughtUp})
+			} else {
+				c.measure(ctx)
+			}
+			ticker.Reset(c.cfg.ProbeInterval)
 			continue
-		case <-probe.C:
+		case <-ticker.C:
 			if g := c.stream.ListenGeneration(); g != gen {
 				c.logger.InfoContext(ctx, "availability copy: LISTEN reconnected; reloading")
 			} else {
@@ -416,13 +425,18 @@ func (c *Copy) measure(ctx context.Context) {
 	if err != nil {
 		return // lag grows until a probe works: the copy falls back
 	}
-	p := probe{head: head, caughtUp: started.Add(-lag)}
+	c.noteHead(probe{head: head, caughtUp: started.Add(-lag)})
+}
+
+// noteHead moves caughtUp when the copy has applied through p's head, or
+// queues p until it has.
+func (c *Copy) noteHead(p probe) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
 		return
 	}
-	if c.applied >= head {
+	if c.applied >= p.head {
 		c.caughtUp = later(c.caughtUp, p.caughtUp)
 		return
 	}

@@ -45,6 +45,14 @@ func (e StockEvent) Available() int { return e.OnHand - e.Reserved }
 // notifies on it, every instance's broker listens on it.
 const StockEventsChannel = "inventory_stock_events"
 
+// StockHead is the newest published seq as one reader saw it, and the
+// instant by which every change had been published through it: a reader
+// that has applied events through Seq is no staler than CaughtUp.
+type StockHead struct {
+	Seq      int64
+	CaughtUp time.Time
+}
+
 // MaxStockEventsPage bounds one stockEvents query.
 const MaxStockEventsPage = 1000
 

@@ -29,6 +29,7 @@ import (
 type Store interface {
 	StockEventsRelay(ctx context.Context, limit int) (n int, last int64, err error)
 	StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error)
+	StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error)
 	StockEventsLatest(ctx context.Context) (int64, error)
 }
 
@@ -105,6 +106,8 @@ type Broker struct {
 	ownLast     atomic.Int64 // newest seq this instance's relay assigned
 	notified    atomic.Int64 // newest seq a notification carried
 	notifiedAt  atomic.Int64 // when it arrived (UnixNano)
+
+	head atomic.Pointer[domain.StockHead] // what the newest fetch saw of the head
 	connects    atomic.Int64 // LISTEN connections made
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
@@ -137,6 +140,16 @@ func (b *Broker) Stalled() int64 { return b.stalledN.Load() }
 
 // Published is how many events this instance's relay published.
 func (b *Broker) Published() int64 { return b.publishedN.Load() }
+
+// StockHead is the head as this instance's newest fetch of new events saw
+// it (false before the first): what a reader that keeps up with the stream
+// needs to know how stale it is, without a query of its own.
+func (b *Broker) StockHead() (domain.StockHead, bool) {
+	if h := b.head.Load(); h != nil {
+		return *h, true
+	}
+	return domain.StockHead{}, false
+}
 
 // RelayAttempts is how many relay transactions this instance ran, whether
 // or not they published anything.
@@ -214,19 +227,25 @@ func (b *Broker) publishOnce(ctx context.Context, limit int) (int, error) {
 	return n, err
 }
 
+// standByTicks is how many ticks after another instance's newest
+// notification this one stands by: a few, so that a notification delayed on
+// a busy machine or a tick of the relaying instance that found nothing new
+// does not bring every instance back at once.
+const standByTicks = 4
+
 // standingBy says whether another instance is relaying: the newest
-// notification came within two ticks and carried a seq this instance did
+// notification came within standByTicks ticks and carried a seq this instance did
 // not assign. Then this tick is skipped. Every instance trying every tick
 // cost each of them a transaction per tick (three instances ran 1,015 relay
 // transactions in 8 s to publish in 366); with this one instance relays
-// while it keeps publishing, and the others take over within two ticks of
-// its last notification when it stops (killed, cut off, or simply idle: with
+// while it keeps publishing, and the others take over within standByTicks
+// ticks of its last notification when it stops (killed, cut off, or simply idle: with
 // nothing to publish nobody notifies, and every instance tries again). Who
 // relays never matters for correctness: the store's advisory lock orders
 // relay transactions whoever runs them.
 func (b *Broker) standingBy(now time.Time) bool {
 	at := b.notifiedAt.Load()
-	return at != 0 && now.UnixNano()-at < int64(2*b.cfg.Tick) && b.notified.Load() > b.ownLast.Load()
+	return at != 0 && now.UnixNano()-at < int64(standByTicks*b.cfg.Tick) && b.notified.Load() > b.ownLast.Load()
 }
 
 // relay publishes committed events every tick, unless another instance's
@@ -329,10 +348,13 @@ func (b *Broker) fetchNew(ctx context.Context) error {
 		b.mu.RLock()
 		after := b.last
 		b.mu.RUnlock()
-		events, err := b.store.StockEventsAfter(ctx, after, domain.MaxStockEventsPage)
+		events, head, err := b.store.StockEventsFetch(ctx, after, domain.MaxStockEventsPage)
 		if err != nil {
 			return err
 		}
+		// Stored before the events are: whoever applies them and then asks
+		// for the head gets one at least as new.
+		b.head.Store(&head)
 		if len(events) == 0 {
 			return nil
 		}

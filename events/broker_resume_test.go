@@ -39,6 +39,11 @@ type recordingStore struct {
 
 func (r *recordingStore) StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error) {
 	evs, err := r.Store.StockEventsAfter(ctx, after, limit)
+	r.record(ctx, after, evs)
+	return evs, err
+}
+
+func (r *recordingStore) record(ctx context.Context, after int64, evs []domain.StockEvent) {
 	who, _ := ctx.Value(whoKey{}).(string)
 	c := afterCall{who: who, after: after, n: len(evs)}
 	if len(evs) > 0 {
@@ -47,7 +52,14 @@ func (r *recordingStore) StockEventsAfter(ctx context.Context, after int64, limi
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
-	return evs, err
+}
+
+// StockEventsFetch is the broker's own fetch of new events: recorded as
+// StockEventsAfter's calls are.
+func (r *recordingStore) StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error) {
+	evs, head, err := r.Store.StockEventsFetch(ctx, after, limit)
+	r.record(ctx, after, evs)
+	return evs, head, err
 }
 
 // callsBy returns the calls made for who.

@@ -44,26 +44,30 @@ func TestRelayOneInstanceAtATime(t *testing.T) {
 	}
 
 	// A steady load: each writer's call commits in a few ms, so there is
-	// always something to publish and the relaying instance keeps notifying.
+	// almost always something to publish and the relaying instance keeps
+	// notifying.
 	before, sum0 := attempts()
+	start := time.Now()
 	w.run(t, 4, 150, 1)
+	ticks := float64(time.Since(start) / tick)
 	after, sum1 := attempts()
+	// Every instance trying every tick runs about three relay transactions
+	// per tick; one relaying while the others stand by runs about one, and
+	// a few more when the load pauses long enough for another to step in.
+	if total := float64(sum1 - sum0); ticks < 20 || total > 1.6*ticks {
+		t.Fatalf("relay transactions per instance over %.0f ticks of load: %v → %v; want at most 1.6 per tick in all", ticks, before, after)
+	}
+	t.Logf("%d relay transactions over %.0f ticks of load by the three instances (%v → %v)", sum1-sum0, ticks, before, after)
 	leader, most := 0, int64(0)
 	for i := range brokers {
 		if d := after[i] - before[i]; d > most {
 			leader, most = i, d
 		}
 	}
-	// Without standing by each instance ran about a third of the relay
-	// transactions.
-	if total := sum1 - sum0; total < 20 || float64(most) < 0.75*float64(total) {
-		t.Fatalf("relay transactions per instance under load: %v → %v; want one instance to run at least 3/4 of them", before, after)
-	}
 	n := b.waitPublished(t)
-	t.Logf("under load instance %d ran %d of %d relay transactions (%d events)", leader+1, most, sum1-sum0, n)
 
-	// The relaying instance stops: the others stop standing by within two
-	// ticks of its last notification, and one of them publishes the rest.
+	// The instance that relayed most stops: the others stop standing by
+	// within a few ticks of its last notification, and publish the rest.
 	publishedBy := func() (n int64) {
 		for i, br := range brokers {
 			if i != leader {

@@ -107,15 +107,44 @@ func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, last in
 // StockEventsAfter returns up to limit published events with seq > after, in
 // order. A cursor older than the retained events is *domain.ErrCursorExpired.
 func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error) {
+	events, _, err := s.stockEventsAfter(ctx, after, limit, false)
+	return events, wrap("StockEventsAfter", err)
+}
+
+// StockEventsFetch is StockEventsAfter that also reads, in the same snapshot,
+// the head and how stale a reader that has applied through it can be (see
+// AvailabilityHead). A broker's fetch of new events learns both in the one
+// transaction it runs anyway, and the availability copy takes the head from
+// there instead of asking for it again after every fetch (one query per
+// fetch per instance: a third of the statements of three idle-ish
+// instances).
+func (s *Store) StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error) {
+	events, head, err := s.stockEventsAfter(ctx, after, limit, true)
+	return events, head, wrap("StockEventsFetch", err)
+}
+
+func (s *Store) stockEventsAfter(ctx context.Context, after int64, limit int, withHead bool) ([]domain.StockEvent, domain.StockHead, error) {
+	var head domain.StockHead
 	if after < 0 {
-		return nil, domain.Limitf("after must not be negative")
+		return nil, head, domain.Limitf("after must not be negative")
 	}
 	if limit < 1 || limit > domain.MaxStockEventsPage {
-		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxStockEventsPage)
+		return nil, head, domain.Limitf("first must be between 1 and %d", domain.MaxStockEventsPage)
 	}
 	var events []domain.StockEvent
+	started := time.Now()
 	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
 		var pruned int64
+		if withHead {
+			// A statement of its own: joined to stock_events_pruned in one
+			// statement its plan took 300-600 ms under 32 writers, which
+			// every subscriber's events then waited for.
+			var secs float64
+			if err := tx.QueryRow(ctx, headLag).Scan(&head.Seq, &secs); err != nil {
+				return err
+			}
+			head.CaughtUp = started.Add(-time.Duration(secs * float64(time.Second)))
+		}
 		if err := tx.QueryRow(ctx, `SELECT through_seq FROM stock_events_pruned`).Scan(&pruned); err != nil {
 			return err
 		}
@@ -138,7 +167,7 @@ func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([
 		})
 		return err
 	})
-	return events, wrap("StockEventsAfter", err)
+	return events, head, err
 }
 
 // StockEventsLatest is the newest published seq (0 when there is none): where
