@@ -385,9 +385,8 @@ func (b *bench) scaleCell(ctx context.Context, cell *scaleCell, env []string, ce
 	warm := min(time.Second, b.opts.cellDur)
 	closedLoop(ctx, cell.clients, warm, reserveVia(b, spreadSKU, true, -cellNo, cell.clients, via))
 
-	s := &scaleSampler{primary: b.pool, dbName: dbName}
+	s := &scaleSampler{primary: b.pool, dbName: dbName, bouncer: bouncer, pooled: cell.pooled}
 	if cell.pooled {
-		s.bouncer = bouncer
 		s.metrics = func(ctx context.Context) (map[string]float64, error) {
 			return scrapeMetrics(ctx, srvs[0].URL, b.adminKey)
 		}

@@ -36,6 +36,7 @@ type connSample struct {
 type scaleSampler struct {
 	primary *pgxpool.Pool // the bench's connections to the bench database on the primary
 	bouncer *pgx.Conn     // PgBouncer's admin console
+	pooled  bool          // the cell's instances connect through PgBouncer
 	dbName  string
 	metrics func(context.Context) (map[string]float64, error) // an instance's /metrics, nil for none
 
@@ -178,6 +179,10 @@ func (s *scaleSampler) connections(ctx context.Context) (connSample, error) {
 			c.waits[wait]++
 		}
 		switch {
+		case lent[pid] && !s.pooled:
+			// PgBouncer's server connection, idle since an earlier
+			// pooled cell: not this direct cell's.
+			continue
 		case lent[pid]:
 			c.pooled++
 		default:
