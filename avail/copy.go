@@ -402,7 +402,14 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 			if g := c.stream.ListenGeneration(); g != gen {
 				c.logger.InfoContext(ctx, "availability copy: LISTEN reconnected; reloading")
 			} else {
-				c.measure(ctx)
+				// A head the stream read within two probe intervals (at
+				// idle: this instance's relay, every tick) is as good as
+				// a probe, and costs no query.
+				if h, ok := c.stream.StockHead(); ok && time.Since(h.At) < 2*c.cfg.ProbeInterval {
+					c.noteHead(probe{head: h.Seq, caughtUp: h.CaughtUp})
+				} else {
+					c.measure(ctx)
+				}
 				continue
 			}
 		}

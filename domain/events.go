@@ -47,10 +47,12 @@ const StockEventsChannel = "inventory_stock_events"
 
 // StockHead is the newest published seq as one reader saw it, and the
 // instant by which every change had been published through it: a reader
-// that has applied events through Seq is no staler than CaughtUp.
+// that has applied events through Seq is no staler than CaughtUp (zero:
+// not known).
 type StockHead struct {
 	Seq      int64
 	CaughtUp time.Time
+	At       time.Time // when it was read
 }
 
 // MaxStockEventsPage bounds one stockEvents query.

@@ -27,7 +27,7 @@ import (
 
 // Store is what the broker reads and publishes through. store.Store is one.
 type Store interface {
-	StockEventsRelay(ctx context.Context, limit int) (n int, last int64, err error)
+	StockEventsRelay(ctx context.Context, limit int) (n int, head domain.StockHead, err error)
 	StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error)
 	StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error)
 	StockEventsLatest(ctx context.Context) (int64, error)
@@ -141,9 +141,10 @@ func (b *Broker) Stalled() int64 { return b.stalledN.Load() }
 // Published is how many events this instance's relay published.
 func (b *Broker) Published() int64 { return b.publishedN.Load() }
 
-// StockHead is the head as this instance's newest fetch of new events saw
-// it (false before the first): what a reader that keeps up with the stream
-// needs to know how stale it is, without a query of its own.
+// StockHead is the head as this instance last saw it, by a fetch of new
+// events or a relay transaction that published every waiting event (false
+// before the first): what a reader that keeps up with the stream needs to
+// know how stale it is, without a query of its own.
 func (b *Broker) StockHead() (domain.StockHead, bool) {
 	if h := b.head.Load(); h != nil {
 		return *h, true
@@ -220,9 +221,15 @@ func (b *Broker) publishOnce(ctx context.Context, limit int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	b.attemptsN.Add(1)
-	n, last, err := b.store.StockEventsRelay(ctx, limit)
+	n, head, err := b.store.StockEventsRelay(ctx, limit)
 	if n > 0 {
-		b.ownLast.Store(last)
+		b.ownLast.Store(head.Seq)
+	}
+	if !head.CaughtUp.IsZero() {
+		// A relay transaction that took every waiting event knows the head
+		// as well as a fetch: at idle, when nothing is fetched, it keeps
+		// the availability copy's staleness known without a probe.
+		b.head.Store(&head)
 	}
 	return n, err
 }

@@ -40,15 +40,19 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 	return n, err
 }
 
-// StockEventsRelay is StockEventsPublish that also returns the newest seq it
-// assigned (0 when it published none): the payload of the NOTIFY it sent,
-// by which a broker tells its own publishes from another instance's.
-func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, last int64, err error) {
+// StockEventsRelay is StockEventsPublish that also returns the head after
+// it: Seq the newest seq (the payload of the NOTIFY it sent, by which a
+// broker tells its own publishes from another instance's) and, when it took
+// every waiting event, CaughtUp the instant before it began, by which every
+// change was published through Seq. A zero head: another relay held the
+// lock.
+func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, head domain.StockHead, err error) {
+	started := time.Now()
 	// READ COMMITTED explicitly, whatever the server default: each statement
 	// must take its snapshot after the lock is held, so the head it reads is
 	// the previous relay's.
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		n, last = 0, 0
+		n, head = 0, domain.StockHead{}
 		// The plan of every statement here must not depend on statistics:
 		// on a new database they are taken while stock_events is nearly
 		// empty, and a join planned on them (a nested loop over whole-table
@@ -71,8 +75,12 @@ func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, last in
 		var ids []int64
 		if err := tx.QueryRow(ctx, `
 			SELECT (SELECT last_seq FROM stock_events_head),
-			       array(SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1)`, limit).Scan(&base, &ids); err != nil || len(ids) == 0 {
+			       array(SELECT id FROM stock_events WHERE seq IS NULL ORDER BY id LIMIT $1)`, limit).Scan(&base, &ids); err != nil {
 			return err
+		}
+		if len(ids) == 0 {
+			head = domain.StockHead{Seq: base, CaughtUp: started}
+			return nil
 		}
 		// ids is ascending, so the k-th id (1-based) gets base + k.
 		//
@@ -90,18 +98,25 @@ func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, last in
 				       complete_at = CASE WHEN $4 THEN now() ELSE complete_at END
 			)
 			SELECT count(*), max(seq), pg_notify($3, max(seq)::text) IS NOT NULL FROM published`,
-			ids, base, domain.StockEventsChannel, len(ids) < limit).Scan(&n, &last, new(bool)); err != nil {
+			ids, base, domain.StockEventsChannel, len(ids) < limit).Scan(&n, &head.Seq, new(bool)); err != nil {
 			return err
 		}
 		if n != len(ids) {
 			return fmt.Errorf("published %d of %d events", n, len(ids))
 		}
+		if len(ids) < limit {
+			head.CaughtUp = started
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, 0, wrap("StockEventsPublish", err)
+		return 0, domain.StockHead{}, wrap("StockEventsPublish", err)
 	}
-	return n, last, nil
+	head.At = time.Now()
+	if head.Seq == 0 && head.CaughtUp.IsZero() {
+		head.At = time.Time{}
+	}
+	return n, head, nil
 }
 
 // StockEventsAfter returns up to limit published events with seq > after, in
@@ -120,6 +135,7 @@ func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([
 // instances).
 func (s *Store) StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error) {
 	events, head, err := s.stockEventsAfter(ctx, after, limit, true)
+	head.At = time.Now()
 	return events, head, wrap("StockEventsFetch", err)
 }
 
