@@ -103,12 +103,14 @@ type Broker struct {
 	stalledN    atomic.Int64 // subscriptions cut off for not reading
 	publishedN  atomic.Int64 // events this instance's relay published
 	attemptsN   atomic.Int64 // relay transactions this instance ran
-	ownLast     atomic.Int64 // newest seq this instance's relay assigned
-	notified    atomic.Int64 // newest seq a notification carried
-	notifiedAt  atomic.Int64 // when it arrived (UnixNano)
-
-	head atomic.Pointer[domain.StockHead] // what the newest fetch saw of the head
 	connects    atomic.Int64 // LISTEN connections made
+
+	// Who relays (see standingBy).
+	ownLast    atomic.Int64 // newest seq this instance's relay assigned
+	notified   atomic.Int64 // newest seq a notification carried
+	notifiedAt atomic.Int64 // when it arrived (UnixNano)
+
+	head atomic.Pointer[domain.StockHead] // see StockHead
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
 }
@@ -241,15 +243,16 @@ func (b *Broker) publishOnce(ctx context.Context, limit int) (int, error) {
 const standByTicks = 4
 
 // standingBy says whether another instance is relaying: the newest
-// notification came within standByTicks ticks and carried a seq this instance did
-// not assign. Then this tick is skipped. Every instance trying every tick
-// cost each of them a transaction per tick (three instances ran 1,015 relay
-// transactions in 8 s to publish in 366); with this one instance relays
-// while it keeps publishing, and the others take over within standByTicks
-// ticks of its last notification when it stops (killed, cut off, or simply idle: with
-// nothing to publish nobody notifies, and every instance tries again). Who
-// relays never matters for correctness: the store's advisory lock orders
-// relay transactions whoever runs them.
+// notification came within standByTicks ticks and carried a seq this
+// instance did not assign. Then this tick is skipped. Every instance trying
+// every tick cost each of them a transaction per tick (three instances ran
+// 1,015 relay transactions in 8 s to publish in 366); with this one
+// instance relays while it keeps publishing, and the others take over
+// within standByTicks ticks of its last notification when it stops
+// (killed, cut off, or simply idle: with nothing to publish nobody
+// notifies, and every instance tries again). Who relays never matters for
+// correctness: the store's advisory lock orders relay transactions
+// whoever runs them.
 func (b *Broker) standingBy(now time.Time) bool {
 	at := b.notifiedAt.Load()
 	return at != 0 && now.UnixNano()-at < int64(standByTicks*b.cfg.Tick) && b.notified.Load() > b.ownLast.Load()
