@@ -12,8 +12,8 @@ import (
 
 // Three instances under a steady write load: one relays and the others
 // stand by, instead of all three running a relay transaction every tick;
-// when that one stops, another takes over and every event is still
-// published, once, in order.
+// idle, the others look only now and then; when the one that relayed stops,
+// another takes over and every event is still published, once, in order.
 func TestRelayOneInstanceAtATime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -65,6 +65,18 @@ func TestRelayOneInstanceAtATime(t *testing.T) {
 		}
 	}
 	n := b.waitPublished(t)
+
+	// Idle: the instance that published last keeps trying every tick, the
+	// others only now and then (every instance every tick was 3 per tick).
+	_, idle0 := attempts()
+	idleStart := time.Now()
+	time.Sleep(time.Second)
+	idleTicks := float64(time.Since(idleStart) / tick)
+	idleAll, idle1 := attempts()
+	if total := float64(idle1 - idle0); total > 1.6*idleTicks {
+		t.Fatalf("%.0f relay transactions over %.0f idle ticks (%v); want at most 1.6 per tick in all", total, idleTicks, idleAll)
+	}
+	t.Logf("idle: %d relay transactions over %.0f ticks", idle1-idle0, idleTicks)
 
 	// The instance that relayed most stops: the others stop standing by
 	// within a few ticks of its last notification, and publish the rest.
