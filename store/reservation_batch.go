@@ -244,13 +244,9 @@ func queueBatchBalances(b *pgx.Batch, batch []*queuedReserve) map[[2]string]*loc
 		skus[i], locs[i] = q.in.Lines[0].SKU, *q.in.Lines[0].Location
 	}
 	out := map[[2]string]*lockedBalance{}
-	b.Queue(`
-		SELECT b.sku_id, b.location_id, s.code, l.code, s.kind, b.on_hand, b.reserved, b.pending_supply - b.preordered
-		FROM (SELECT DISTINCT sku, loc FROM unnest($1::text[], $2::text[]) AS i(sku, loc)) i
-		JOIN skus s ON s.code = i.sku JOIN locations l ON l.code = i.loc
-		JOIN balances b ON b.sku_id = s.id AND b.location_id = l.id
-		ORDER BY b.sku_id, b.location_id
-		FOR NO KEY UPDATE OF b`, skus, locs).
+	// The statement is the function's (migration 00019): its plan then
+	// outlives the transaction also through a transaction pooler.
+	b.Queue(`SELECT * FROM inventory_reserve_batch_lock($1::text[], $2::text[])`, skus, locs).
 		Query(func(rows pgx.Rows) error {
 			var b lockedBalance
 			var sku, loc string
@@ -313,49 +309,12 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 	// other claimer takes these codes; SKIP LOCKED only keeps the claim from
 	// waiting on rows some other statement has locked.
 	var claimed int
-	err := tx.QueryRow(ctx, `
-		WITH b AS (
-			UPDATE balances b SET reserved = b.reserved + d.q, updated_at = now()
-			FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(sku, loc, q)
-			WHERE b.sku_id = d.sku AND b.location_id = d.loc
-		), h AS (
-			SELECT * FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[], $15::bool[])
-			         WITH ORDINALITY AS h(id, checkout, actor, sku, loc, q, on_hand, reserved, codes, ord)
-		), lines AS (
-			INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity, preorder_quantity)
-			SELECT id, 0, sku, loc, q, 0 FROM h
-			RETURNING id, reservation_id
-		), ledger AS (
-			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor, reservation_id)
-			SELECT sku, loc, q, 'reserved', actor, id FROM h ORDER BY ord
-		), events AS (
-			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
-			SELECT sku, loc, 'reserved', on_hand, reserved, id, checkout FROM h ORDER BY ord
-		), failures AS (
-			INSERT INTO allocation_failures (checkout_id, sku_id) SELECT * FROM unnest($13::text[], $14::bigint[])
-		), refused AS (
-			DELETE FROM reservations WHERE id = ANY($12::uuid[])
-		), code_holds AS (
-			SELECT id, sku, loc, q, sum(q) OVER (PARTITION BY sku, loc ORDER BY ord) - q AS first_unit
-			FROM h WHERE codes
-		), picked AS (
-			SELECT c.id, d.sku, d.loc, row_number() OVER (PARTITION BY d.sku, d.loc ORDER BY c.batch_id, c.id) - 1 AS unit
-			FROM (SELECT sku, loc, sum(q) AS n FROM code_holds GROUP BY sku, loc) d
-			CROSS JOIN LATERAL (
-				SELECT id, batch_id FROM codes
-				WHERE sku_id = d.sku AND location_id = d.loc AND status = 'available'
-				ORDER BY batch_id, id LIMIT d.n
-				FOR NO KEY UPDATE SKIP LOCKED) c
-		), claimed AS (
-			UPDATE codes SET status = 'held', reservation_line_id = lines.id, updated_at = now()
-			FROM picked
-			JOIN code_holds ch ON ch.sku = picked.sku AND ch.loc = picked.loc
-			     AND picked.unit >= ch.first_unit AND picked.unit < ch.first_unit + ch.q
-			JOIN lines ON lines.reservation_id = ch.id
-			WHERE codes.id = picked.id
-			RETURNING 1
-		)
-		SELECT count(*) FROM claimed`,
+	// The statement is the function's (migration 00019), written out there:
+	// its plan then outlives the transaction also through a transaction
+	// pooler, where it was planned anew for every batch (2 ms).
+	err := tx.QueryRow(ctx, `SELECT inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
+		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[],
+		$12::uuid[], $13::text[], $14::bigint[], $15::bool[])`,
 		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs, isCodes).Scan(&claimed)
 	if err == nil && claimed != codeUnits {
 		return fmt.Errorf("codes balance out of step: %d codes claimable for %d counted available", claimed, codeUnits)
