@@ -7,8 +7,9 @@
 -- PgBouncer (pg_stat_statements with track_planning). PL/pgSQL keeps the
 -- plans of the statements in a function for the life of the server
 -- connection, which PgBouncer lends again and again, so they are planned
--- about once per connection, as a prepared statement is on a direct
--- connection. The statements are exactly what store/reservation_batch.go
+-- a few times per connection, as a prepared statement is on a direct
+-- connection (plan_cache_mode's default: custom plans for the first five
+-- calls, then the generic plan unless it looks costlier). The statements are exactly what store/reservation_batch.go
 -- describes (queueBatchBalances, applyBatchHolds); their callers are there.
 
 -- The batch's balance rows, locked in (sku, location) order, with what they
