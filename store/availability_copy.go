@@ -117,11 +117,9 @@ func (s *Store) AvailabilityHead(ctx context.Context) (seq int64, lag time.Durat
 // events that touched those balances, so they are at least as new as the
 // events.
 func (s *Store) AvailabilitySupply(ctx context.Context, skus, locations []string) ([]domain.Balance, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT s.code, l.code, b.pending_supply, b.preordered, b.updated_at
-		FROM unnest($1::text[], $2::text[]) AS u(s, l)
-		JOIN skus s ON s.code = u.s JOIN locations l ON l.code = u.l
-		JOIN balances b ON b.sku_id = s.id AND b.location_id = l.id`, skus, locations)
+	// The statement is the function's (migration 00019), planned once per
+	// server connection also through a transaction pooler.
+	rows, err := s.pool.Query(ctx, `SELECT * FROM inventory_availability_supply($1::text[], $2::text[])`, skus, locations)
 	if err != nil {
 		return nil, wrap("AvailabilitySupply", err)
 	}

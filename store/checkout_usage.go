@@ -66,11 +66,9 @@ func queueCheckoutUsage(b *pgx.Batch, checkouts []string) map[string]*checkoutUs
 	}
 	b.Queue(`SELECT count(pg_advisory_xact_lock($2, hashtext(c))) FROM (SELECT c FROM unnest($1::text[]) AS c ORDER BY c) o`,
 		checkouts, checkoutLockSpace)
-	b.Queue(`
-		SELECT r.checkout_id, r.id, l.sku_id, l.quantity
-		FROM reservations r
-		JOIN reservation_lines l ON l.reservation_id = r.id
-		WHERE r.checkout_id = ANY($1) AND r.status = 'held' AND r.expires_at > clock_timestamp()`, checkouts).
+	// The checkouts' live holds and their lines: the statement is the
+	// function's (migration 00019), planned once per server connection.
+	b.Queue(`SELECT * FROM inventory_checkout_holds($1::text[])`, checkouts).
 		Query(func(rows pgx.Rows) error {
 			seen := map[string]bool{}
 			var checkout, id string

@@ -167,10 +167,10 @@ func (s *Store) stockEventsAfter(ctx context.Context, after int64, limit int, wi
 		if after < pruned {
 			return &domain.ErrCursorExpired{After: after, OldestKept: pruned}
 		}
-		rows, err := tx.Query(ctx, `
-			SELECT e.seq, s.code, l.code, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id, coalesce(e.checkout_id, '')
-			FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
-			WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, after, limit)
+		// The statement is the function's (migration 00019), planned once
+		// per server connection also through a transaction pooler; it
+		// reads in this transaction's snapshot.
+		rows, err := tx.Query(ctx, `SELECT * FROM inventory_stock_events_after($1::bigint, $2::int)`, after, limit)
 		if err != nil {
 			return err
 		}
