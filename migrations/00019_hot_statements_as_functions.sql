@@ -7,17 +7,24 @@
 -- others, a third of the primary's CPU with three instances behind
 -- PgBouncer (pg_stat_statements with track_planning). PL/pgSQL keeps the
 -- plans of the statements in a function for the life of the server
--- connection, which PgBouncer lends again and again, so they are planned
--- a few times per connection, as a prepared statement is on a direct
+-- connection, which PgBouncer lends again and again, so they are planned a
+-- few times per connection, as a prepared statement is on a direct
 -- connection (plan_cache_mode's default: custom plans for the first five
--- calls, then the generic plan unless it looks costlier). For two of them
--- the planner kept judging each call's arrays worth a custom plan, and so
--- planned every call anyway (0.25-0.45 ms); their plans do not depend on
--- the arrays' contents (every join is by key, on an index), so they are
--- told to use the generic plan. The event fetch keeps the default: its
--- generic plan cannot know that seq > $1 is the table's newest few rows. The statements are exactly what store/reservation_batch.go
--- describes (queueBatchBalances, applyBatchHolds, queueCheckoutUsage,
--- AvailabilitySupply, stockEventsAfter); their callers are there.
+-- calls, then the generic plan unless it looks costlier).
+--
+-- For the batch's apply the planner kept judging each call's arrays worth
+-- a custom plan, and so planned every call anyway (0.45 ms); every join in
+-- it is by key on an index, so it is told to use the generic plan. The
+-- others keep the default: a generic plan made while reservations is nearly
+-- empty (a new database, just analyzed) scans it whole until the next
+-- ANALYZE, which made the fair-use read 16 ms a batch in one bench run (the
+-- foreign-key checks PostgreSQL itself caches have the same weakness there,
+-- 0.4 ms per hold in that run), and the event fetch's cannot know that
+-- seq > $1 is the table's newest few rows.
+--
+-- The statements are exactly what store/ describes (queueBatchBalances,
+-- applyBatchHolds, queueCheckoutUsage, AvailabilitySupply,
+-- stockEventsAfter); their callers are there.
 
 -- The batch's balance rows, locked in (sku, location) order, with what they
 -- can grant.
@@ -105,7 +112,7 @@ $fn$;
 -- +goose StatementBegin
 CREATE FUNCTION inventory_checkout_holds(p_checkouts text[])
 RETURNS TABLE (checkout_id text, reservation_id uuid, sku_id bigint, quantity integer)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql AS $fn$
 BEGIN
 	RETURN QUERY
 	SELECT r.checkout_id, r.id, l.sku_id, l.quantity
