@@ -12,15 +12,13 @@
 -- connection (plan_cache_mode's default: custom plans for the first five
 -- calls, then the generic plan unless it looks costlier).
 --
--- For the batch's apply the planner kept judging each call's arrays worth
--- a custom plan, and so planned every call anyway (0.45 ms); every join in
--- it is by key on an index, so it is told to use the generic plan. The
--- others keep the default: a generic plan made while reservations is nearly
--- empty (a new database, just analyzed) scans it whole until the next
--- ANALYZE, which made the fair-use read 16 ms a batch in one bench run (the
--- foreign-key checks PostgreSQL itself caches have the same weakness there,
--- 0.4 ms per hold in that run), and the event fetch's cannot know that
--- seq > $1 is the table's newest few rows.
+-- Every one keeps that default, though the planner still judges some
+-- calls' arrays worth a custom plan (the batch's apply, the fair-use read:
+-- 0.25-0.45 ms of planning per call): a generic plan forced on them, made
+-- while reservations is nearly empty (a new database, just analyzed),
+-- scanned it whole until the next ANALYZE — 16-23 ms a batch in one bench
+-- run. (The foreign-key checks PostgreSQL itself caches have the same
+-- weakness there: 0.4 ms per hold in that run.)
 --
 -- The statements are exactly what store/ describes (queueBatchBalances,
 -- applyBatchHolds, queueCheckoutUsage, AvailabilitySupply,
@@ -57,7 +55,7 @@ CREATE FUNCTION inventory_reserve_batch_apply(
 	hold_q integer[], hold_on_hand integer[], hold_reserved integer[],
 	gone uuid[], failed_checkouts text[], failed_skus bigint[], hold_codes boolean[])
 RETURNS bigint
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql AS $fn$
 DECLARE
 	claimed_n bigint;
 BEGIN
