@@ -39,6 +39,9 @@ type scaleCell struct {
 	name      string
 	instances int
 	pooled    bool // through PgBouncer (with the standby for reads)
+	// reference: one instance direct to the primary, today's deployment,
+	// which the others are compared with; run first and again last
+	reference bool
 	clients   int
 	res       loadResult
 	// server connections on the primary to the bench database, peaks over
@@ -80,23 +83,30 @@ type scaleResult struct {
 	cellDur    time.Duration
 }
 
-// direct is the direct cell at clients, which the pooled ones are compared with.
-func (r *scaleResult) direct(clients int) (scaleCell, bool) {
+// direct is the reference throughput at clients: the mean of the
+// reference cells, run first and last so that the machine drifting over
+// the row (autovacuum on the seeded tables, other work) weighs on both ends
+// alike. false when there is none.
+func (r *scaleResult) direct(clients int) (float64, bool) {
+	sum, n := 0.0, 0
 	for _, c := range r.cells {
-		if !c.pooled && c.clients == clients {
-			return c, true
+		if c.reference && c.clients == clients {
+			sum, n = sum+c.res.opsPerSec(), n+1
 		}
 	}
-	return scaleCell{}, false
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
 }
 
-// ratio is the cell's ops/s over the direct cell's at the same client count.
+// ratio is the cell's ops/s over the reference at the same client count.
 func (r *scaleResult) ratio(c scaleCell) float64 {
 	d, ok := r.direct(c.clients)
-	if !ok || d.res.opsPerSec() <= 0 {
+	if !ok || d <= 0 {
 		return 0
 	}
-	return c.res.opsPerSec() / d.res.opsPerSec()
+	return c.res.opsPerSec() / d
 }
 
 // cluster is what scripts/cluster.sh db printed.
@@ -292,17 +302,19 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 			name      string
 			instances int
 			pooled    bool
+			reference bool
 		}{
-			{"1 instance, direct to the primary", 1, false},
+			{"1 instance, direct to the primary", 1, false, true},
 			// The pooler mode without the pooler: what giving up prepared
 			// statements costs by itself, apart from PgBouncer's hop.
-			{"1 instance direct, INVENTORY_DB_POOLER=transaction (no prepared statements)", 1, false},
-			{"1 instance through PgBouncer", 1, true},
-			{"3 instances through PgBouncer", 3, true},
+			{"1 instance direct, INVENTORY_DB_POOLER=transaction (no prepared statements)", 1, false, false},
+			{"1 instance through PgBouncer", 1, true, false},
+			{"3 instances through PgBouncer", 3, true, false},
 			// Three instances without PgBouncer: what splitting the load
 			// costs by itself (each instance coalesces only its own
 			// reserves), apart from the pooler.
-			{"3 instances, direct to the primary", 3, false},
+			{"3 instances, direct to the primary", 3, false, false},
+			{"1 instance, direct to the primary (again, last)", 1, false, true},
 		} {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -315,7 +327,7 @@ func runScaleout(ctx context.Context, o options, clientCounts []int) (*scaleResu
 				env = setEnv(direct, "DATABASE_DIRECT_URL="+dbURL, "INVENTORY_DB_POOLER=transaction")
 			}
 			logf("scale-out: %s, %d clients", spec.name, clients)
-			cell := scaleCell{name: spec.name, instances: spec.instances, pooled: spec.pooled, clients: clients}
+			cell := scaleCell{name: spec.name, instances: spec.instances, pooled: spec.pooled, reference: spec.reference, clients: clients}
 			err := b.scaleCell(ctx, &cell, env, cellNo, bouncer, dbName, primaryPid, standbyPid, cl.bouncerPid)
 			if err != nil {
 				return res, err

@@ -72,15 +72,18 @@ func TestTreeTicksCountsExitedChildren(t *testing.T) {
 }
 
 // TestScaleoutMarkdownTargets: the three-instance cell is judged against
-// the direct cell at the same client count, and the connection line says
-// whether the pooled connections stayed within PgBouncer's bound.
+// the mean of the reference cells (one instance direct, first and last) at
+// the same client count, and the connection line says whether the pooled
+// connections stayed within PgBouncer's bound.
 func TestScaleoutMarkdownTargets(t *testing.T) {
 	t.Parallel()
 	cell := func(name string, instances int, pooled bool, ok, conns int) scaleCell {
 		return scaleCell{name: name, instances: instances, pooled: pooled, clients: 64, res: loadResult{ok: ok, elapsed: time.Second}, pooledConns: conns, check: "ok"}
 	}
+	first, last := cell("direct", 1, false, 900, 0), cell("direct again", 1, false, 1100, 0)
+	first.reference, last.reference = true, true
 	r := &scaleResult{serverConn: 20, cellDur: time.Second, cells: []scaleCell{
-		cell("direct", 1, false, 1000, 0), cell("one", 1, true, 950, 12), cell("three", 3, true, 890, 20),
+		first, cell("one", 1, true, 950, 12), cell("three", 3, true, 890, 20), cell("three direct", 3, false, 2000, 0), last,
 	}}
 	md := r.markdown()
 	if !strings.Contains(md, "| three | 64 | 890 |") || !strings.Contains(md, "| 0.89 | ≥ 0.9 ✗ |") {
