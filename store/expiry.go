@@ -64,7 +64,7 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 			return nil
 		}
 		expired = true
-		return endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
+		return s.endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
 	})
 	return notBefore, expired, wrap("ReservationExpire", err)
 }
@@ -81,7 +81,7 @@ func (s *Store) ReservationExpireDue(ctx context.Context, limit int) (int, error
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		n, err = expireOverdue(ctx, tx, 0, limit)
+		n, err = s.expireOverdue(ctx, tx, 0, limit)
 		return err
 	})
 	return n, wrap("ReservationExpireDue", err)
@@ -96,7 +96,7 @@ func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if n, err = expireOverdue(ctx, tx, grace, limit); err != nil {
+		if n, err = s.expireOverdue(ctx, tx, grace, limit); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO sweeper_runs (released) VALUES ($1)`, n)
@@ -107,7 +107,7 @@ func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration
 
 // expireOverdue locks up to limit held reservations whose deadline passed
 // more than grace ago, oldest first, skipping locked ones, and expires them.
-func expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (int, error) {
+func (s *Store) expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (int, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT id FROM reservations
 		WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
@@ -121,7 +121,7 @@ func expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit in
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	return len(ids), endHolds(ctx, tx, ids, domain.StatusExpired, nil)
+	return len(ids), s.endHolds(ctx, tx, ids, domain.StatusExpired, nil)
 }
 
 // HousekeepingPrune deletes health records older than keep: allocation

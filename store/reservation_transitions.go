@@ -141,7 +141,11 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		if err := settleHolds(ctx, tx, []string{id}, ended, balancesOf(res) == 1); err != nil {
 			return err
 		}
-		if ended != domain.StatusConfirmed || !hasPreorder(res) {
+		if ended != domain.StatusConfirmed {
+			// Released (or expired): the units go to the line first.
+			return s.offerFreed(ctx, tx, freed{reservationIDs: []string{id}})
+		}
+		if !hasPreorder(res) {
 			return nil
 		}
 		// A pre-order confirmed while stock is already there is filled now
@@ -283,12 +287,16 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 }
 
 // endHolds moves held reservations (locked by the caller) to a terminal status
-// and settles their stock: closeHolds, then settleHolds.
-func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
+// and settles their stock: closeHolds, then settleHolds, then, for holds
+// that gave units back, offers them to waiting entries (offerFreed).
+func (s *Store) endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
 	if err := closeHolds(ctx, tx, ids, status, reason); err != nil {
 		return err
 	}
-	return settleHolds(ctx, tx, ids, status, false)
+	if err := settleHolds(ctx, tx, ids, status, false); err != nil || status == domain.StatusConfirmed {
+		return err
+	}
+	return s.offerFreed(ctx, tx, freed{reservationIDs: ids})
 }
 
 // closeHolds does everything of ending held reservations that touches no
