@@ -143,7 +143,8 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		}
 		if ended != domain.StatusConfirmed {
 			// Released (or expired): the units go to the line first.
-			return s.offerFreed(ctx, tx, freed{reservationIDs: []string{id}})
+			_, err := s.offerFreed(ctx, tx, freed{reservationIDs: []string{id}})
+			return err
 		}
 		if !hasPreorder(res) {
 			return nil
@@ -296,7 +297,8 @@ func (s *Store) endHolds(ctx context.Context, tx pgx.Tx, ids []string, status do
 	if err := settleHolds(ctx, tx, ids, status, false); err != nil || status == domain.StatusConfirmed {
 		return err
 	}
-	return s.offerFreed(ctx, tx, freed{reservationIDs: ids})
+	_, err := s.offerFreed(ctx, tx, freed{reservationIDs: ids})
+	return err
 }
 
 // closeHolds does everything of ending held reservations that touches no

@@ -105,7 +105,7 @@ WITH RECURSIVE target AS (
 	RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved
 ), ledger AS (
 	INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor, reservation_id)
-	SELECT sku_id, location_id, quantity, 'reserved', $4, res_id FROM upd
+	SELECT sku_id, location_id, quantity, 'reserved', $4, res_id FROM upd ORDER BY sku_id, location_id, seq
 ), event AS (
 	INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
 	SELECT u.sku_id, u.location_id, 'reserved', b.on_hand,
@@ -134,14 +134,28 @@ JOIN skus s ON s.id = u.sku_id`
 // concurrent leave, or picked by two balances), since what was meant for that
 // entry may fit one further back; each run offers at least one entry or
 // finds the picked ones no longer waiting, so it ends.
-func (s *Store) offerFreed(ctx context.Context, tx pgx.Tx, f freed) error {
+//
+// It returns how many entries it offered.
+func (s *Store) offerFreed(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
 	actor := domain.ActorFrom(ctx).Name
+	total := 0
 	for {
 		picked, offered, err := s.offerOnce(ctx, tx, f, actor)
+		total += offered
 		if err != nil || picked == offered {
-			return err
+			return total, err
 		}
 	}
+}
+
+// offerAndRead offers what a change freed on k's balance, and returns the
+// balance as it is afterwards (b when nothing was offered).
+func (s *Store) offerAndRead(ctx context.Context, tx pgx.Tx, k balanceKey, b domain.Balance) (domain.Balance, error) {
+	n, err := s.offerFreed(ctx, tx, freedAt(k))
+	if err != nil || n == 0 {
+		return b, err
+	}
+	return readBalance(ctx, tx, k)
 }
 
 // offerOnce runs offerStatement once and finishes its offers: their expiry

@@ -10,8 +10,7 @@ import (
 // Offer tests: every path that frees units hands them to the line in the
 // same transaction, first-fit in join order.
 
-// offeredTo reads the entries' status and the reservation each was offered,
-// checking in SQL that an offered entry's reservation is HELD for its
+// requireOffered checks that the entries were offered, and in SQL that an offered entry's reservation is HELD for its
 // checkout with one line of its quantity at loc.
 func (b *testBundle) requireOffered(t *testing.T, loc string, entries ...domain.WaitlistEntry) {
 	t.Helper()
@@ -71,6 +70,227 @@ func TestWaitlistReleaseOffersFirstFit(t *testing.T) {
 	}
 	if onHand, reserved := b.Balance(t, "W-REL", "L1"); onHand != 2 || reserved != 1 {
 		t.Fatalf("balance %d/%d, want 2 on hand, 1 reserved (the offer)", onHand, reserved)
+	}
+	b.requireInvariants(t)
+}
+
+// shortHold holds all n units of sku at loc for one second and returns it;
+// the caller waits past its deadline (pastDeadline) before expiring it.
+func (b *testBundle) shortHold(t *testing.T, key, sku, loc string, n int) domain.Reservation {
+	t.Helper()
+	return b.mustCreate(t, "buyer", key, 1, line(sku, loc, n))
+}
+
+// pastDeadline waits until every hold made so far with a 1 s TTL is due.
+func pastDeadline() { time.Sleep(1100 * time.Millisecond) }
+
+func TestWaitlistExpiryJobOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-EXP", "L1", 2)
+	hold := b.shortHold(t, "r", "W-EXP", "L1", 2)
+	big, one, two := b.line3(t, "W-EXP", "L1")
+	pastDeadline()
+	if _, expired, err := b.Store.ReservationExpire(b.Ctx, hold.ID); err != nil || !expired {
+		t.Fatalf("ReservationExpire: expired=%v %v", expired, err)
+	}
+	b.requireOffered(t, "L1", one)
+	b.requireWaiting(t, big, two)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistSetExpiryOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-SET", "L1", 4)
+	b.shortHold(t, "r1", "W-SET", "L1", 1)
+	b.shortHold(t, "r2", "W-SET", "L1", 3)
+	big, one, two := b.line3(t, "W-SET", "L1")
+	pastDeadline()
+	if n, err := b.Store.ReservationExpireDue(b.Ctx, 100); err != nil || n != 2 {
+		t.Fatalf("ReservationExpireDue: %d %v", n, err)
+	}
+	// Four units back at once: the 3, then the 1; the 2 no longer fits.
+	b.requireOffered(t, "L1", big, one)
+	b.requireWaiting(t, two)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistSweeperOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-SWP", "L1", 3)
+	b.shortHold(t, "r", "W-SWP", "L1", 3)
+	big, one, two := b.line3(t, "W-SWP", "L1")
+	pastDeadline()
+	if n, err := b.Store.ReservationSweepOverdue(b.Ctx, 0, 100); err != nil || n != 1 {
+		t.Fatalf("ReservationSweepOverdue: %d %v", n, err)
+	}
+	b.requireOffered(t, "L1", big)
+	b.requireWaiting(t, one, two)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistReceiptOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-RCV", "L1", 1)
+	big, one, two := b.line3(t, "W-RCV", "L1")
+	bal, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "W-RCV", Location: "L1", Quantity: 2, Reference: nextRef("PO")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two in: the 3 does not fit, the 1 does, then the 2 does not fit the one left.
+	b.requireOffered(t, "L1", one)
+	b.requireWaiting(t, big, two)
+	if bal.OnHand != 3 || bal.Reserved != 2 {
+		t.Fatalf("StockReceive answered %+v, want the balance after the offer (3 on hand, 2 reserved)", bal)
+	}
+	b.requireInvariants(t)
+}
+
+func TestWaitlistAdjustUpOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-ADJ", "L1", 1)
+	big, one, two := b.line3(t, "W-ADJ", "L1")
+	if _, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "W-ADJ", Location: "L1", Delta: 5, Reason: "correction", Reference: nextRef("adj")}); err != nil {
+		t.Fatal(err)
+	}
+	// Five back: the 3, then the 1 (one left: the 2 does not fit).
+	b.requireOffered(t, "L1", big, one)
+	b.requireWaiting(t, two)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistStockSyncOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-SYNC", "L1", 1)
+	b.soldOut(t, "W-SYNC2", "L1", 1)
+	big, one, two := b.line3(t, "W-SYNC", "L1")
+	other := b.mustJoin(t, "w-other", "k", "W-SYNC2", "L1", 1)
+	res, err := b.Store.StockLevelsSet(b.Ctx, domain.SetStockLevelsInput{Reference: nextRef("sync"), Levels: []domain.StockLevel{
+		{SKU: "W-SYNC", Location: "L1", OnHand: 4}, {SKU: "W-SYNC2", Location: "L1", OnHand: 2}}})
+	if err != nil || res.Applied != 2 {
+		t.Fatalf("StockLevelsSet: %+v %v", res, err)
+	}
+	// W-SYNC: 3 free: the 3 fits, nothing is left for the 1 and the 2.
+	b.requireOffered(t, "L1", big)
+	b.requireWaiting(t, one, two)
+	b.requireOffered(t, "L1", other)
+	for _, bal := range res.Balances {
+		if bal.Reserved != bal.OnHand {
+			t.Fatalf("sync answered %+v, want the balance after its offers", bal)
+		}
+	}
+	b.requireInvariants(t)
+}
+
+func TestWaitlistCodeImportOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	withCodesKeyring(t, b)
+	b.codesSKU(t, "W-CODES", "L1")
+	b.codesImport(t, "W-CODES", "L1", "b1", codeName("A", 1))
+	b.mustCreate(t, "buyer", "all", 600, line("W-CODES", "L1", 1))
+	big, one, two := b.line3(t, "W-CODES", "L1")
+	b.codesImport(t, "W-CODES", "L1", "b2", codeName("B", 1), codeName("B", 2), codeName("B", 3))
+	b.requireOffered(t, "L1", big)
+	b.requireWaiting(t, one, two)
+	// The offer holds three specific codes, as a reserve would.
+	resID := *b.entry(t, big.ID).ReservationID
+	if n := b.sqlInt(t, `SELECT count(*) FROM codes c JOIN reservation_lines rl ON rl.id = c.reservation_line_id
+		WHERE rl.reservation_id = $1 AND c.status = 'held'`, resID); n != 3 {
+		t.Fatalf("the offer holds %d codes, want 3", n)
+	}
+	b.requireCodeInvariants(t)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistPreorderDeliveryOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-PRE", "L1", 0)
+	b.preorderSet(t, "W-PRE", "L1", 1)
+	pre := b.mustCreate(t, "pre-buyer", "k", 600, line("W-PRE", "L1", 1))
+	b.codesConfirm(t, pre.ID, "ORD-PRE")
+	big, one, two := b.line3(t, "W-PRE", "L1")
+	// Three arrive: the confirmed pre-order is filled first, then the line
+	// gets the two left: the 3 does not fit, the 1 does, then nothing.
+	if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "W-PRE", Location: "L1", Quantity: 3, Reference: nextRef("PO")}); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.orderLine(t, "ORD-PRE").PendingCodes; p != 0 {
+		t.Fatalf("pre-order still pending %d", p)
+	}
+	b.requireOffered(t, "L1", one)
+	b.requireWaiting(t, big, two)
+	b.requireInvariants(t)
+}
+
+func TestWaitlistOfferReturnsToTheLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-BACK", "L1", 1)
+	hold := b.mustCreate(t, "buyer", "r", 600, line("W-BACK", "L1", 1))
+	first := b.mustJoin(t, "w1", "k", "W-BACK", "L1", 1)
+	second := b.mustJoin(t, "w2", "k", "W-BACK", "L1", 1)
+	third := b.mustJoin(t, "w3", "k", "W-BACK", "L1", 1)
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: hold.ID, Reason: domain.ReasonOther}); err != nil {
+		t.Fatal(err)
+	}
+	b.requireOffered(t, "L1", first)
+	b.requireWaiting(t, second, third)
+	// The first lets its offer go: the unit passes to the second.
+	offer := *b.entry(t, first.ID).ReservationID
+	if _, err := b.Store.ReservationRelease(domain.WithActor(b.Ctx, domain.Actor{Role: domain.RoleCheckout, Name: "w1"}),
+		domain.Scope{CheckoutID: "w1"}, domain.ReleaseInput{ID: offer, Reason: domain.ReasonCustomerCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	b.requireOffered(t, "L1", second)
+	b.requireWaiting(t, third)
+	// The second's offer expires unused: the unit passes to the third.
+	offer = *b.entry(t, second.ID).ReservationID
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, offer); err != nil {
+		t.Fatal(err)
+	}
+	if _, expired, err := b.Store.ReservationExpire(b.Ctx, offer); err != nil || !expired {
+		t.Fatalf("expire the offer: %v %v", expired, err)
+	}
+	b.requireOffered(t, "L1", third)
+	if onHand, reserved := b.Balance(t, "W-BACK", "L1"); onHand != 1 || reserved != 1 {
+		t.Fatalf("balance %d/%d", onHand, reserved)
+	}
+	b.requireInvariants(t)
+}
+
+func TestWaitlistUnlocatedAndExpiredEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-ANY", "L1", 1)
+	b.Stock(t, "W-ANY", "L2", 0)
+	gone := b.mustJoin(t, "w-gone", "k", "W-ANY", "", 1)
+	anywhere := b.mustJoin(t, "w-any", "k", "W-ANY", "", 1)
+	atL1 := b.mustJoin(t, "w-l1", "k", "W-ANY", "L1", 1)
+	if got := b.entry(t, atL1.ID); *got.Position != 2 {
+		t.Fatalf("the L1 entry has %d ahead, want 2 (unlocated entries wait for L1 too)", *got.Position)
+	}
+	// The first entry's TTL passed (its expiry has not run): it is skipped.
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE waitlist_entries SET expires_at = now() - interval '1 second' WHERE id = $1`, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.entry(t, gone.ID); got.Status != domain.WaitlistExpired || got.Position != nil {
+		t.Fatalf("entry past its TTL reads %+v", got)
+	}
+	b.Stock(t, "W-ANY", "L2", 1)
+	b.requireOffered(t, "L2", anywhere)
+	b.requireWaiting(t, atL1)
+	if n, err := b.Store.WaitlistExpireDue(b.Ctx, 100); err != nil || n != 1 {
+		t.Fatalf("WaitlistExpireDue: %d %v", n, err)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'expired'`); n != 1 {
+		t.Fatalf("%d expired entries, want 1", n)
 	}
 	b.requireInvariants(t)
 }
