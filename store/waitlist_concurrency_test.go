@@ -1,0 +1,220 @@
+package store_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"inventory/domain"
+	"inventory/store"
+)
+
+// TestWaitlistFairUnderConcurrency: a line of entries is joined (the join
+// order recorded in seq), then units come back concurrently — releases from
+// several goroutines on two store instances, set-based expiries, and offers
+// released again so they pass on — while plain reserves race for the same
+// SKU. Afterwards, in SQL:
+//
+//   - after every transaction on the balance, no waiting entry fits what is
+//     free (so no plain reserve ever took a unit an entry fitted, and every
+//     freed unit that fitted someone was offered before commit);
+//   - offers went first-fit in join order: no entry was offered while an
+//     earlier one that needed no more was still waiting;
+//   - each offered entry has its own HELD-at-offer reservation of its
+//     quantity, no reservation is shared, and the balance is not oversold
+//     (invariants and reconciliation).
+func TestWaitlistFairUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const (
+		sku, loc = "W-RACE", "L1"
+		seeds    = 30 // holds of 2 units each: 60 units, all held
+		entries  = 40
+		plain    = 4 // goroutines of plain reserves
+		freers   = 4 // goroutines releasing seed holds
+	)
+	b.Stock(t, sku, loc, 2*seeds)
+	var seedIDs []string
+	for i := range seeds {
+		ttl := 600
+		if i%3 == 0 {
+			ttl = 1 // these expire, set-based, instead of being released
+		}
+		seedIDs = append(seedIDs, b.mustCreate(t, fmt.Sprintf("seed-%d", i), "k", ttl, line(sku, loc, 2)).ID)
+	}
+	rng := rand.New(rand.NewPCG(20, 20))
+	for i := range entries {
+		b.mustJoin(t, fmt.Sprintf("w-%02d", i), "k", sku, loc, 1+rng.IntN(4))
+	}
+	joinedThrough := b.sqlInt(t, `SELECT coalesce(max(id), 0) FROM stock_events`)
+
+	second := b.secondInstance(t)
+	instances := []*store.Store{b.Store, second}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	report := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	// Freers: release the long seed holds in random order.
+	var long []string
+	for i, id := range seedIDs {
+		if i%3 != 0 {
+			long = append(long, id)
+		}
+	}
+	rng.Shuffle(len(long), func(i, j int) { long[i], long[j] = long[j], long[i] })
+	var next atomic.Int64
+	var freersWG sync.WaitGroup
+	for g := range freers {
+		freersWG.Add(1)
+		wg.Go(func() {
+			defer freersWG.Done()
+			st := instances[g%2]
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(long) {
+					return
+				}
+				if _, err := st.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: long[i], Reason: domain.ReasonPaymentFailed}); err != nil {
+					report(fmt.Errorf("release %s: %w", long[i], err))
+				}
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+			}
+		})
+	}
+	// Expiry: the short seed holds fall due and are expired set-based.
+	wg.Go(func() {
+		for !done.Load() {
+			if _, err := second.ReservationExpireDue(b.Ctx, 5); err != nil {
+				report(fmt.Errorf("expire due: %w", err))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	// Offers of every third entry are let go again: their units pass on.
+	wg.Go(func() {
+		for !done.Load() {
+			rows, err := b.Pool.Query(b.Ctx, `
+				SELECT w.reservation_id::text FROM waitlist_entries w JOIN reservations r ON r.id = w.reservation_id
+				WHERE w.status = 'offered' AND w.seq % 3 = 0 AND r.status = 'held'`)
+			var ids []string
+			if err == nil {
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err == nil {
+						ids = append(ids, id)
+					}
+				}
+				rows.Close()
+				err = rows.Err()
+			}
+			if err != nil {
+				report(fmt.Errorf("list offers: %w", err))
+				return
+			}
+			for _, id := range ids {
+				if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: id, Reason: domain.ReasonCustomerCancelled}); err != nil {
+					report(fmt.Errorf("release offer %s: %w", id, err))
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	// Plain reserves race for single units.
+	var plainHeld atomic.Int64
+	for g := range plain {
+		wg.Go(func() {
+			st := instances[g%2]
+			for n := 0; !done.Load(); n++ {
+				_, _, err := st.ReservationCreate(b.Ctx, domain.ReserveInput{CheckoutID: fmt.Sprintf("plain-%d", g), RequestKey: fmt.Sprintf("k%d", n),
+					TTLSeconds: 600, Lines: []domain.ReserveLine{{SKU: sku, Location: ptr(loc), Quantity: 1}}})
+				if err == nil {
+					plainHeld.Add(1)
+				} else if err := allowedErr("plain reserve", err, domain.CodeOutOfStock); err != nil {
+					report(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	freersWG.Wait()
+	// Until the short holds have all expired and their units moved on.
+	deadline := time.Now().Add(30 * time.Second)
+	for b.sqlInt(t, `SELECT count(*) FROM reservations WHERE checkout_id LIKE 'seed-%' AND status = 'held'`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("seed holds still held after 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	done.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	offered := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'offered'`)
+	released := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries w JOIN reservations r ON r.id = w.reservation_id WHERE r.status = 'released'`)
+	t.Logf("%d of %d entries offered (%d offers let go again), %d plain holds", offered, entries, released, plainHeld.Load())
+	if offered == 0 || released == 0 || plainHeld.Load() == 0 {
+		t.Fatalf("the workload did not exercise offers, passing on and plain reserves: %d offered, %d let go, %d plain", offered, released, plainHeld.Load())
+	}
+
+	// offer_at: each entry with the id of the stock event of its offer.
+	// before: what was free just before the offer (its event carries the
+	// balance as the offer left it).
+	const offerAt = `
+		WITH offer_at AS (
+			SELECT w.seq, w.quantity, e.id AS ev, e.on_hand - e.reserved + w.quantity AS before
+			FROM waitlist_entries w JOIN skus s ON s.id = w.sku_id
+			LEFT JOIN stock_events e ON e.reservation_id = w.reservation_id AND e.cause = 'reserved'
+			WHERE s.code = $1
+		)`
+	// After each transaction on the balance (its last event), no entry still
+	// waiting then fits what it left free.
+	if n := b.sqlInt(t, offerAt+`, ev AS (
+			SELECT e.id, e.xmin::text::bigint AS tx, e.on_hand - e.reserved AS free
+			FROM stock_events e JOIN skus s ON s.id = e.sku_id WHERE s.code = $1 AND e.id > $2
+		), last AS (
+			SELECT DISTINCT ON (tx) tx, id, free FROM ev ORDER BY tx, id DESC
+		)
+		SELECT count(*) FROM last l JOIN offer_at o ON (o.ev IS NULL OR o.ev > l.id) AND o.quantity <= l.free`, sku, joinedThrough); n != 0 {
+		t.Errorf("%d times a transaction committed with units free that a waiting entry fitted", n)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM stock_events WHERE seq IS NOT NULL`); n != 0 {
+		t.Fatalf("%d events were published: their xmin no longer names the writing transaction", n)
+	}
+	// First fit in join order: when an entry was offered, every earlier one
+	// still waiting needed more than was free at its turn.
+	if n := b.sqlInt(t, offerAt+`
+		SELECT count(*) FROM offer_at e JOIN offer_at f ON f.seq < e.seq
+		WHERE e.ev IS NOT NULL AND f.quantity <= e.before AND (f.ev IS NULL OR f.ev > e.ev)`, sku); n != 0 {
+		t.Errorf("%d offers went to an entry while an earlier one that fitted was still waiting", n)
+	}
+	// Plain reserves took only units no waiting entry fitted.
+	if n := b.sqlInt(t, offerAt+`
+		SELECT count(*) FROM stock_events p JOIN reservations r ON r.id = p.reservation_id
+		JOIN offer_at o ON (o.ev IS NULL OR o.ev > p.id) AND o.quantity <= p.on_hand - p.reserved + 1
+		WHERE p.cause = 'reserved' AND r.checkout_id LIKE 'plain-%'`, sku); n != 0 {
+		t.Errorf("%d times a plain reserve took a unit while a waiting entry fitted it", n)
+	}
+	// Each offer is its own reservation, of the entry's quantity, for its checkout.
+	if n := b.sqlInt(t, `
+		SELECT count(*) FROM waitlist_entries w
+		LEFT JOIN reservations r ON r.id = w.reservation_id
+		LEFT JOIN reservation_lines rl ON rl.reservation_id = r.id
+		WHERE w.status = 'offered' AND (r.id IS NULL OR r.checkout_id <> w.checkout_id OR r.request_key <> 'waitlist:' || w.id
+		      OR rl.quantity IS DISTINCT FROM w.quantity
+		      OR (SELECT count(*) FROM waitlist_entries o WHERE o.reservation_id = w.reservation_id) <> 1)`); n != 0 {
+		t.Errorf("%d offers are not a reservation of their own", n)
+	}
+	b.requireInvariants(t)
+}
