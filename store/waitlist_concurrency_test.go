@@ -218,3 +218,85 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 	}
 	b.requireInvariants(t)
 }
+
+// TestWaitlistJoinRacesRelease: a join and the release of the last held unit
+// run at once, round after round. Whichever commits first, the unit never
+// ends free while the entry waits for it: the join either sees it free
+// (refused: reserve it) or is in line when the release offers it.
+func TestWaitlistJoinRacesRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rounds = 40
+	second := b.secondInstance(t)
+	var refused, offered int
+	for i := range rounds {
+		sku := fmt.Sprintf("W-JR-%d", i)
+		hold := b.soldOut(t, sku, "L1", 1)
+		var joinErr, releaseErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _, joinErr = b.join("joiner", sku, sku, "L1", 1) })
+		wg.Go(func() {
+			_, releaseErr = second.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: hold.ID, Reason: domain.ReasonOther})
+		})
+		wg.Wait()
+		if releaseErr != nil {
+			t.Fatal(releaseErr)
+		}
+		switch {
+		case joinErr == nil:
+			offered++
+		case isCode(joinErr, domain.CodeInvalidInput):
+			refused++
+		default:
+			t.Fatalf("join: %v", joinErr)
+		}
+		if n := b.sqlInt(t, `
+			SELECT count(*) FROM waitlist_entries w JOIN balances bal ON bal.sku_id = w.sku_id AND bal.location_id = w.location_id
+			JOIN skus s ON s.id = w.sku_id
+			WHERE s.code = $1 AND w.status = 'waiting' AND bal.on_hand - bal.reserved >= w.quantity`, sku); n != 0 {
+			t.Fatalf("round %d: the entry waits while its unit is free", i)
+		}
+	}
+	t.Logf("%d joins refused (release first), %d joined and offered", refused, offered)
+	b.requireInvariants(t)
+}
+
+// TestWaitlistLeaveRacesOffer: the first entry leaves while a release offers
+// the unit. Either it was offered (its leave then finds it OFFERED) or it
+// left and the unit went to the second: never left with the unit free.
+func TestWaitlistLeaveRacesOffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rounds = 40
+	second := b.secondInstance(t)
+	var toFirst, toSecond int
+	for i := range rounds {
+		sku := fmt.Sprintf("W-LR-%d", i)
+		hold := b.soldOut(t, sku, "L1", 1)
+		first := b.mustJoin(t, "first", sku, sku, "L1", 1)
+		next := b.mustJoin(t, "second", sku, sku, "L1", 1)
+		var left domain.WaitlistEntry
+		var leaveErr, releaseErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { left, leaveErr = b.Store.WaitlistLeave(b.Ctx, domain.Scope{CheckoutID: "first"}, first.ID) })
+		wg.Go(func() {
+			_, releaseErr = second.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: hold.ID, Reason: domain.ReasonOther})
+		})
+		wg.Wait()
+		if leaveErr != nil || releaseErr != nil {
+			t.Fatal(leaveErr, releaseErr)
+		}
+		switch left.Status {
+		case domain.WaitlistOffered:
+			toFirst++
+			b.requireWaiting(t, next)
+		case domain.WaitlistLeft:
+			toSecond++
+			b.requireOffered(t, "L1", next)
+		default:
+			t.Fatalf("round %d: leave answered %+v", i, left)
+		}
+	}
+	t.Logf("%d offered before the leave, %d left first", toFirst, toSecond)
+	b.requireInvariants(t)
+}
