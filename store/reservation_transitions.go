@@ -138,12 +138,11 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		if res, err = loadReservation(ctx, tx, id); err != nil || ended == "" {
 			return err
 		}
-		if err := settleHolds(ctx, tx, []string{id}, ended, balancesOf(res) == 1); err != nil {
-			return err
-		}
 		if ended != domain.StatusConfirmed {
 			// Released (or expired): the units go to the line first.
-			_, err := s.offerFreed(ctx, tx, freed{reservationIDs: []string{id}})
+			return s.settleAndOffer(ctx, tx, []string{id}, ended, balancesOf(res) == 1)
+		}
+		if err := settleHolds(ctx, tx, []string{id}, ended, balancesOf(res) == 1); err != nil {
 			return err
 		}
 		if !hasPreorder(res) {
@@ -294,11 +293,10 @@ func (s *Store) endHolds(ctx context.Context, tx pgx.Tx, ids []string, status do
 	if err := closeHolds(ctx, tx, ids, status, reason); err != nil {
 		return err
 	}
-	if err := settleHolds(ctx, tx, ids, status, false); err != nil || status == domain.StatusConfirmed {
-		return err
+	if status == domain.StatusConfirmed {
+		return settleHolds(ctx, tx, ids, status, false)
 	}
-	_, err := s.offerFreed(ctx, tx, freed{reservationIDs: ids})
-	return err
+	return s.settleAndOffer(ctx, tx, ids, status, false)
 }
 
 // closeHolds does everything of ending held reservations that touches no
@@ -366,16 +364,51 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 // takes the only lock, and the separate ordering statement is skipped — one
 // round trip less while a contended row is held.
 func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
-	if !oneBalance {
-		if _, err := tx.Exec(ctx, `
-			SELECT FROM balances
-			WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
-			ORDER BY sku_id, location_id
-			FOR NO KEY UPDATE`, ids); err != nil {
-			return err
-		}
+	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, settleStatement, ids, status == domain.StatusConfirmed, strings.ToLower(string(status)))
+	return err
+}
+
+// settleAndOffer is settleHolds for holds that gave their units back
+// (released or expired), followed by the offer of those units to the
+// balances' waiting entries (offerFreed), which goes in the same round trip
+// as the settling statement: no extra round trip while the balance rows are
+// locked, and with nothing waiting the offer statement finds nothing.
+func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
+	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
+		return err
+	}
+	f := freed{reservationIDs: ids}
+	b := &pgx.Batch{}
+	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
+	run := queueOffer(b, f, domain.ActorFrom(ctx).Name)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	_, err := s.finishOffers(ctx, tx, f, run)
+	return err
+}
+
+// lockHeldBalances locks the balances of the reservations' lines in (sku,
+// location) order, unless oneBalance says there is only one (the settling
+// UPDATE then takes the only lock).
+func lockHeldBalances(ctx context.Context, tx pgx.Tx, ids []string, oneBalance bool) error {
+	if oneBalance {
+		return nil
 	}
 	_, err := tx.Exec(ctx, `
+		SELECT FROM balances
+		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
+		ORDER BY sku_id, location_id
+		FOR NO KEY UPDATE`, ids)
+	return err
+}
+
+// settleStatement is settleHolds' one statement: $1 the reservation ids, $2
+// whether they were confirmed, $3 the stock events' cause.
+const settleStatement = `
 		WITH per_res AS (
 			SELECT i.ord, rl.reservation_id, rl.sku_id, rl.location_id,
 			       sum(rl.quantity - rl.preorder_quantity)::int AS stock, sum(rl.preorder_quantity)::int AS preorder
@@ -408,9 +441,7 @@ func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Res
 		FROM later l
 		JOIN b ON b.sku_id = l.sku_id AND b.location_id = l.location_id
 		JOIN reservations r ON r.id = l.reservation_id
-		ORDER BY l.sku_id, l.location_id, l.ord`, ids, status == domain.StatusConfirmed, strings.ToLower(string(status)))
-	return err
-}
+		ORDER BY l.sku_id, l.location_id, l.ord`
 
 func invalidTransition(format string, args ...any) error {
 	return &domain.Error{Code: domain.CodeInvalidTransition, Field: []string{"input", "id"}, Message: fmt.Sprintf(format, args...)}

@@ -129,23 +129,15 @@ JOIN skus s ON s.id = u.sku_id`
 // reserve never gets a unit a waiting entry fits, and a unit is offered once:
 // the balance rows stay locked from the freeing change to commit.
 //
-// With nothing waiting it is one statement that finds nothing. The statement
-// runs again while it picked an entry it did not offer (ended by a
-// concurrent leave, or picked by two balances), since what was meant for that
-// entry may fit one further back; each run offers at least one entry or
-// finds the picked ones no longer waiting, so it ends.
-//
-// It returns how many entries it offered.
+// With nothing waiting it is one statement that finds nothing. It returns
+// how many entries it offered.
 func (s *Store) offerFreed(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
-	actor := domain.ActorFrom(ctx).Name
-	total := 0
-	for {
-		picked, offered, err := s.offerOnce(ctx, tx, f, actor)
-		total += offered
-		if err != nil || picked == offered {
-			return total, err
-		}
+	b := &pgx.Batch{}
+	run := queueOffer(b, f, domain.ActorFrom(ctx).Name)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
 	}
+	return s.finishOffers(ctx, tx, f, run)
 }
 
 // offerAndRead offers what a change freed on k's balance, and returns the
@@ -158,46 +150,72 @@ func (s *Store) offerAndRead(ctx context.Context, tx pgx.Tx, k balanceKey, b dom
 	return readBalance(ctx, tx, k)
 }
 
-// offerOnce runs offerStatement once and finishes its offers: their expiry
-// jobs, and their codes for CODES SKUs.
-func (s *Store) offerOnce(ctx context.Context, tx pgx.Tx, f freed, actor string) (picked, offered int, err error) {
-	rows, err := tx.Query(ctx, offerStatement, f.skuIDs, f.locationIDs, f.reservationIDs, actor)
-	if err != nil {
-		return 0, 0, err
-	}
-	var holds []HoldDeadline
-	var codeLines []heldLine
-	var lineIDs []int64
-	var n *int
-	var resID *string
-	var lineID, skuID, locID *int64
-	var expiresAt *time.Time
-	var quantity *int
-	var kind *string
-	if _, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind}, func() error {
-		if n != nil {
-			picked = *n
+// offerRun is what one run of offerStatement picked and offered; it is
+// filled when the batch it was queued on is read.
+type offerRun struct {
+	picked    int
+	holds     []HoldDeadline
+	codeLines []heldLine
+	lineIDs   []int64
+}
+
+// queueOffer queues offerStatement on b, so a freeing path can send it in
+// the round trip of its own last statement (settleHolds does): the balance
+// rows are locked from that statement to commit, and every round trip in
+// between is time a contended row stays locked.
+func queueOffer(b *pgx.Batch, f freed, actor string) *offerRun {
+	run := &offerRun{}
+	b.Queue(offerStatement, f.skuIDs, f.locationIDs, f.reservationIDs, actor).Query(func(rows pgx.Rows) error {
+		var n *int
+		var resID *string
+		var lineID, skuID, locID *int64
+		var expiresAt *time.Time
+		var quantity *int
+		var kind *string
+		_, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind}, func() error {
+			if n != nil {
+				run.picked = *n
+				return nil
+			}
+			run.holds = append(run.holds, HoldDeadline{ReservationID: *resID, At: *expiresAt})
+			if kindFromDB(*kind) == domain.KindCodes {
+				run.codeLines = append(run.codeLines, heldLine{skuID: *skuID, locationID: *locID, quantity: *quantity, kind: domain.KindCodes})
+				run.lineIDs = append(run.lineIDs, *lineID)
+			}
 			return nil
+		})
+		return err
+	})
+	return run
+}
+
+// finishOffers completes a run of offerStatement: the new holds' expiry jobs
+// and, for CODES SKUs, their codes. Then, while a run picked an entry it did
+// not offer (ended by a concurrent leave, or picked by two balances), it runs
+// the statement again, since what was meant for that entry may fit one
+// further back; each run offers at least one entry or finds the picked ones
+// no longer waiting, so it ends. It returns how many entries were offered.
+func (s *Store) finishOffers(ctx context.Context, tx pgx.Tx, f freed, run *offerRun) (int, error) {
+	total := 0
+	for {
+		if len(run.holds) > 0 {
+			if err := s.scheduleExpiry(ctx, tx, run.holds...); err != nil {
+				return total, err
+			}
+			for i, h := range run.codeLines {
+				if err := claimCodes(ctx, tx, run.lineIDs[i], h); err != nil {
+					return total, err
+				}
+			}
 		}
-		holds = append(holds, HoldDeadline{ReservationID: *resID, At: *expiresAt})
-		if kindFromDB(*kind) == domain.KindCodes {
-			codeLines = append(codeLines, heldLine{skuID: *skuID, locationID: *locID, quantity: *quantity, kind: domain.KindCodes})
-			lineIDs = append(lineIDs, *lineID)
+		total += len(run.holds)
+		if run.picked == len(run.holds) {
+			return total, nil
 		}
-		return nil
-	}); err != nil {
-		return 0, 0, err
-	}
-	if len(holds) == 0 {
-		return picked, 0, nil
-	}
-	if err := s.scheduleExpiry(ctx, tx, holds...); err != nil {
-		return 0, 0, err
-	}
-	for i, h := range codeLines {
-		if err := claimCodes(ctx, tx, lineIDs[i], h); err != nil {
-			return 0, 0, err
+		b := &pgx.Batch{}
+		run = queueOffer(b, f, domain.ActorFrom(ctx).Name)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return total, err
 		}
 	}
-	return picked, len(holds), nil
 }

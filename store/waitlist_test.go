@@ -206,3 +206,33 @@ func TestWaitlistOfferKeyIsReserved(t *testing.T) {
 	_, _, err := b.create("c1", domain.WaitlistOfferKeyPrefix+"00000000-0000-0000-0000-000000000000", 60, line("W-KEY", "L1", 1))
 	expectCode(t, err, domain.CodeInvalidInput)
 }
+
+func TestWaitlistReconciliation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	hold := b.soldOut(t, "W-REC", "L1", 2)
+	e := b.mustJoin(t, "c1", "k1", "W-REC", "L1", 2)
+	other := b.mustJoin(t, "c2", "k1", "W-REC", "L1", 1)
+	b.RequireReconciled(t)
+	// A waiting entry that fits free units: as if a path freed them
+	// without offering (written here behind the store's back).
+	b.Stock(t, "W-REC", "L2", 2)
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE waitlist_entries SET location_id = NULL WHERE id = $1`, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	// An offer whose reservation is not its own.
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE waitlist_entries SET status = 'offered', reservation_id = $2, ended_at = now() WHERE id = $1`, e.ID, hold.ID); err != nil {
+		t.Fatal(err)
+	}
+	issues, err := b.Store.Reconciliation(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, i := range issues {
+		kinds[i.Kind] = i.SKU + "@" + i.Location
+	}
+	if len(issues) != 2 || kinds["waitlist_offer_mismatch"] != "W-REC@L1" || kinds["waitlist_fits_free"] != "W-REC@L2" {
+		t.Fatalf("reconciliation: %+v", issues)
+	}
+}
