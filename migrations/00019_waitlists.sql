@@ -39,6 +39,12 @@ CREATE UNIQUE INDEX waitlist_entries_live_idx ON waitlist_entries (checkout_id, 
 CREATE INDEX waitlist_entries_line_idx ON waitlist_entries (sku_id, seq)
     INCLUDE (location_id, quantity, expires_at) WHERE status = 'waiting';
 
+-- Waiting entries of a SKU by quantity: before walking the line, an offer
+-- asks whether anyone waiting needs no more than is free (one descent),
+-- so units that fit nobody (say one back while everyone waits for two) cost
+-- a probe, not a walk through the whole line.
+CREATE INDEX waitlist_entries_fit_idx ON waitlist_entries (sku_id, quantity) WHERE status = 'waiting';
+
 -- Waiting entries by deadline, for their expiry.
 CREATE INDEX waitlist_entries_waiting_due_idx ON waitlist_entries (expires_at) WHERE status = 'waiting';
 

@@ -33,8 +33,12 @@ func freedAt(keys ...balanceKey) freed {
 //   - pick walks each balance's line (waitlist_entries_line_idx) from the
 //     front with a recursive CTE: each step finds the next waiting entry
 //     after the last one offered whose quantity fits what is still free, so
-//     an entry needing more is skipped and keeps its place, and the walk
-//     costs one index descent per offer (nothing waiting: one probe);
+//     an entry needing more is skipped and keeps its place. Before each
+//     step, one probe of waitlist_entries_fit_idx asks whether any waiting
+//     entry of the SKU fits at all (an earlier one that fitted would have
+//     been taken at its turn, since what is free only shrinks along the
+//     walk), so nothing waiting, or nothing that fits, costs a probe rather
+//     than a walk through the line;
 //   - upd marks the picked entries OFFERED, only while still waiting (a
 //     concurrent leave may have ended one: the caller then runs the
 //     statement again, see offerFreed), with the id of their new
@@ -63,6 +67,7 @@ WITH RECURSIVE target AS (
 	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved AS free
 	FROM balances b JOIN target t ON t.sku_id = b.sku_id AND t.location_id = b.location_id
 	WHERE b.on_hand > b.reserved
+	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting' AND w.quantity <= b.on_hand - b.reserved)
 ), pick AS (
 	SELECT b.sku_id, b.location_id, e.seq, e.id, b.free - e.quantity AS remaining
 	FROM bal b CROSS JOIN LATERAL (
@@ -80,6 +85,7 @@ WITH RECURSIVE target AS (
 		  AND w.quantity <= p.remaining AND w.expires_at > clock_timestamp()
 		ORDER BY w.seq LIMIT 1) e
 	WHERE p.remaining > 0
+	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = p.sku_id AND w.status = 'waiting' AND w.quantity <= p.remaining)
 ), chosen AS (
 	SELECT DISTINCT ON (id) id, sku_id, location_id, gen_random_uuid() AS res_id
 	FROM pick ORDER BY id, sku_id, location_id

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"inventory/domain"
+	"inventory/store"
 )
 
 // Offer tests: every path that frees units hands them to the line in the
@@ -293,4 +294,44 @@ func TestWaitlistUnlocatedAndExpiredEntries(t *testing.T) {
 		t.Fatalf("%d expired entries, want 1", n)
 	}
 	b.requireInvariants(t)
+}
+
+// TestWaitlistOfferProbesWhenNothingFits: with 10,000 entries waiting for 2
+// units and one unit free, the offer statement each freeing path runs must
+// not walk the line (the free unit fits nobody): it reads a handful of
+// index pages, measured with EXPLAIN (ANALYZE, BUFFERS) in a transaction
+// that is rolled back.
+func TestWaitlistOfferProbesWhenNothingFits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "W-PROBE", "L1", 2)
+	b.mustCreate(t, "buyer", "r", 600, line("W-PROBE", "L1", 1))
+	var skuID, locID int64
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT s.id, l.id FROM skus s, locations l WHERE s.code = 'W-PROBE' AND l.code = 'L1'`).Scan(&skuID, &locID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Pool.Exec(b.Ctx, `
+		INSERT INTO waitlist_entries (checkout_id, request_key, fingerprint, sku_id, location_id, quantity, offer_ttl_seconds, expires_at)
+		SELECT 'w' || g, 'k', '\x00', $1, $2, 2, 900, now() + interval '1 hour' FROM generate_series(1, 10000) g`, skuID, locID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Pool.Exec(b.Ctx, `VACUUM ANALYZE waitlist_entries`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.Ctx)
+	var plan []map[string]any
+	if err := tx.QueryRow(b.Ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.OfferStatement,
+		[]int64{skuID}, []int64{locID}, []string{}, "test").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	top := plan[0]["Plan"].(map[string]any)
+	blocks := top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64)
+	if blocks > 40 {
+		t.Fatalf("the offer statement read %.0f pages with one unit free that fits none of 10,000 entries, want a probe (at most 40)", blocks)
+	}
+	t.Logf("%.0f pages", blocks)
 }
