@@ -79,6 +79,10 @@ func (SweepArgs) Kind() string { return "reservation_sweep" }
 // BatchSize, as a backstop behind the expiry jobs.
 type Sweeper interface {
 	ReservationSweepOverdue(ctx context.Context, grace time.Duration, limit int) (int, error)
+	// WaitlistExpireDue marks waiting entries past their TTL EXPIRED, at
+	// most limit per call. Offers and reads already treat them as expired
+	// from their deadline on, so a pass's period is all they can be late.
+	WaitlistExpireDue(ctx context.Context, limit int) (int, error)
 	HousekeepingPrune(ctx context.Context, keep time.Duration) error
 }
 
@@ -98,8 +102,8 @@ type SweepWorker struct {
 	OnSweep func(released int)
 }
 
-// Work runs one pass: batches until one comes back short, then prunes old
-// health records.
+// Work runs one pass: batches until one comes back short, then the
+// waitlist entries past their TTL, then prunes old health records.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	ctx = systemActor(ctx, "sweeper")
 	total := 0
@@ -118,6 +122,15 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	}
 	if w.OnSweep != nil {
 		w.OnSweep(total)
+	}
+	for range w.MaxBatches {
+		n, err := w.Sweeper.WaitlistExpireDue(ctx, w.BatchSize)
+		if err != nil {
+			return fmt.Errorf("expire waitlist entries: %w", err)
+		}
+		if n < w.BatchSize {
+			break
+		}
 	}
 	return w.Sweeper.HousekeepingPrune(ctx, 24*time.Hour)
 }

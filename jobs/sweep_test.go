@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
 )
 
 // A hold whose expiry job is lost is released by the periodic sweeper, which
@@ -100,4 +102,40 @@ func optInt(p *int) any {
 		return "<nil>"
 	}
 	return *p
+}
+
+// TestSweeperExpiresWaitlistEntries: a sweeper pass marks waiting entries
+// past their TTL EXPIRED and leaves the others waiting.
+func TestSweeperExpiresWaitlistEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "WL", "AMS", 1)
+	b.reserve(t, "buyer", "WL", "AMS", 1, 600)
+	ams := "AMS"
+	join := func(checkout string) string {
+		e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: checkout, RequestKey: "k", SKU: "WL",
+			Location: &ams, Quantity: 1, TTLSeconds: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	due, live := join("due"), join("live")
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE waitlist_entries SET expires_at = now() - interval '1 second' WHERE id = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config()
+	cfg.SweepInterval = time.Hour
+	b.startClient(t, cfg)
+	status := func(id string) string {
+		var s string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT status FROM waitlist_entries WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	waitFor(t, time.Now().Add(10*time.Second), "the sweeper to expire the due entry", func() bool { return status(due) == "expired" })
+	if s := status(live); s != "waiting" {
+		t.Fatalf("the entry still within its TTL is %s", s)
+	}
 }
