@@ -14,9 +14,9 @@ import (
 
 // TestWaitlistFairUnderConcurrency: a line of entries is joined (the join
 // order recorded in seq), then units come back concurrently — releases from
-// several goroutines on two store instances, set-based expiries, and offers
-// released again so they pass on — while plain reserves race for the same
-// SKU. Afterwards, in SQL:
+// several goroutines on two store instances, set-based expiries, receipts
+// and adjustments up, and offers released again so they pass on — while
+// plain reserves race for the same SKU. Afterwards, in SQL:
 //
 //   - after every transaction on the balance, no waiting entry fits what is
 //     free (so no plain reserve ever took a unit an entry fitted, and every
@@ -31,8 +31,8 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 	b := setup(t)
 	const (
 		sku, loc = "W-RACE", "L1"
-		seeds    = 30 // holds of 2 units each: 60 units, all held
-		entries  = 40
+		seeds    = 75 // holds of 2 units each: 150 units, all held
+		entries  = 200
 		plain    = 4 // goroutines of plain reserves
 		freers   = 4 // goroutines releasing seed holds
 	)
@@ -47,7 +47,7 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(20, 20))
 	for i := range entries {
-		b.mustJoin(t, fmt.Sprintf("w-%02d", i), "k", sku, loc, 1+rng.IntN(4))
+		b.mustJoin(t, fmt.Sprintf("w-%03d", i), "k", sku, loc, 2+rng.IntN(3)) // 2..4: single units left over go to plain reserves
 	}
 	joinedThrough := b.sqlInt(t, `SELECT coalesce(max(id), 0) FROM stock_events`)
 
@@ -127,6 +127,24 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
+	// Receipts and adjustments up bring units in from the other instance.
+	var stocked atomic.Int64
+	wg.Go(func() {
+		for i := 0; i < 6; i++ {
+			q := 1 + rand.IntN(3)
+			var err error
+			if i%2 == 0 {
+				_, err = second.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: loc, Quantity: q, Reference: nextRef("race-po")})
+			} else {
+				_, err = b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: loc, Delta: q, Reason: "found", Reference: nextRef("race-adj")})
+			}
+			if err != nil {
+				report(fmt.Errorf("stock in: %w", err))
+			}
+			stocked.Add(int64(q))
+			time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
+		}
+	})
 	// Plain reserves race for single units.
 	var plainHeld atomic.Int64
 	for g := range plain {
@@ -163,7 +181,7 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 
 	offered := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'offered'`)
 	released := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries w JOIN reservations r ON r.id = w.reservation_id WHERE r.status = 'released'`)
-	t.Logf("%d of %d entries offered (%d offers let go again), %d plain holds", offered, entries, released, plainHeld.Load())
+	t.Logf("%d of %d entries offered (%d offers let go again), %d plain holds, %d units stocked in", offered, entries, released, plainHeld.Load(), stocked.Load())
 	if offered == 0 || released == 0 || plainHeld.Load() == 0 {
 		t.Fatalf("the workload did not exercise offers, passing on and plain reserves: %d offered, %d let go, %d plain", offered, released, plainHeld.Load())
 	}
