@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"inventory/domain"
 	"inventory/store"
+	"inventory/testkit"
 )
 
 // TestWaitlistFairUnderConcurrency: a line of entries is joined (the join
@@ -317,4 +320,54 @@ func TestWaitlistLeaveRacesOffer(t *testing.T) {
 	}
 	t.Logf("%d offered before the leave, %d left first", toFirst, toSecond)
 	b.requireInvariants(t)
+}
+
+// TestWaitlistUnlocatedOffersFromTwoBalances: entries without a location wait
+// for either of two locations, and units come back at both at once, round
+// after round: two transactions, each holding its own balance, pick from the
+// same line. They must queue for the entries, never wait on each other in a
+// cycle (a code import is not retried on a deadlock), and each entry is
+// offered once.
+func TestWaitlistUnlocatedOffersFromTwoBalances(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rounds, perRound = 30, 6
+	// A second instance with a pool this test can empty: a backend's
+	// deadlock count reaches pg_stat_database when it exits.
+	pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config().Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	second := testkit.NewStore(t, pool)
+	before := b.deadlocksSoFar(t)
+	for i := range rounds {
+		sku := fmt.Sprintf("W-DL-%d", i)
+		h1 := b.soldOut(t, sku, "L1", perRound)
+		b.Stock(t, sku, "L2", perRound)
+		h2 := b.mustCreate(t, "buyer", "all2-"+sku, 600, line(sku, "L2", perRound))
+		for j := range 2 * perRound {
+			b.mustJoin(t, fmt.Sprintf("w%d", j), sku, sku, "", 1)
+		}
+		var wg sync.WaitGroup
+		var err1, err2 error
+		wg.Go(func() {
+			_, err1 = b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: h1.ID, Reason: domain.ReasonOther})
+		})
+		wg.Go(func() {
+			_, err2 = second.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: h2.ID, Reason: domain.ReasonOther})
+		})
+		wg.Wait()
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if n := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries w JOIN skus s ON s.id = w.sku_id WHERE s.code = $1 AND w.status = 'offered'`, sku); n != 2*perRound {
+			t.Fatalf("round %d: %d entries offered, want all %d", i, n, 2*perRound)
+		}
+	}
+	b.requireInvariants(t)
+	pool.Reset()
+	if after := b.deadlocksSoFar(t); after != before {
+		t.Fatalf("%d deadlocks between offers from two balances of one SKU", after-before)
+	}
 }
