@@ -16,6 +16,9 @@ import (
 type Expirer interface {
 	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error)
 	ReservationExpireDue(ctx context.Context, limit int) (int, error)
+	// WaitlistExpire ends one waitlist entry at its deadline (EXPIRED)
+	// if it is still waiting.
+	WaitlistExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error)
 }
 
 // ExpiryWorker works the per-reservation expiry job inserted by reserve. The
@@ -67,6 +70,27 @@ func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[ReservationExpir
 			return nil
 		}
 	}
+}
+
+// WaitlistExpiryWorker works the per-entry expiry job inserted by a join:
+// the entry ends EXPIRED at its deadline if it is still waiting. Running
+// early (clock skew between instances) snoozes to the deadline; running
+// after the entry ended is harmless.
+type WaitlistExpiryWorker struct {
+	river.WorkerDefaults[WaitlistExpiryArgs]
+	Expirer Expirer
+}
+
+// Work expires the entry or snoozes until its deadline.
+func (w *WaitlistExpiryWorker) Work(ctx context.Context, job *river.Job[WaitlistExpiryArgs]) error {
+	notBefore, _, err := w.Expirer.WaitlistExpire(systemActor(ctx, "waitlist-expiry-job"), job.Args.EntryID)
+	if err != nil {
+		return fmt.Errorf("expire waitlist entry %s: %w", job.Args.EntryID, err)
+	}
+	if notBefore != nil {
+		return river.JobSnooze(max(time.Until(*notBefore), 0) + 10*time.Millisecond)
+	}
+	return nil
 }
 
 // SweepArgs asks for one sweeper pass.

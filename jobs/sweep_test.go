@@ -139,3 +139,31 @@ func TestSweeperExpiresWaitlistEntries(t *testing.T) {
 		t.Fatalf("the entry still within its TTL is %s", s)
 	}
 }
+
+// TestWaitlistEntryExpiresByItsJob: the join inserts the entry's expiry
+// job; when the TTL ends the job marks it EXPIRED, without a sweeper pass.
+func TestWaitlistEntryExpiresByItsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "WJ", "AMS", 1)
+	b.reserve(t, "buyer", "WJ", "AMS", 1, 600)
+	ams := "AMS"
+	e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: "c", RequestKey: "k", SKU: "WJ", Location: &ams, Quantity: 1, TTLSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config()
+	cfg.SweepInterval = time.Hour // its one pass runs at start, before the entry is due
+	b.startClient(t, cfg)
+	waitFor(t, time.Now().Add(10*time.Second), "the entry's job to complete", func() bool {
+		var state string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT state FROM river_job WHERE kind = 'waitlist_expiry' AND args->>'entry_id' = $1`, e.ID).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state == "completed"
+	})
+	var status string
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT status FROM waitlist_entries WHERE id = $1`, e.ID).Scan(&status); err != nil || status != "expired" {
+		t.Fatalf("after its job: %q %v, want expired", status, err)
+	}
+}

@@ -17,16 +17,24 @@ type HoldDeadline struct {
 	At            time.Time
 }
 
+// EntryDeadline is a waitlist entry and the moment it stops waiting.
+type EntryDeadline struct {
+	EntryID string
+	At      time.Time
+}
+
 // ExpiryScheduler inserts, inside the caller's transaction, the jobs that
 // expire holds at their deadlines, so a job exists exactly when the hold (or
-// its new deadline) committed. jobs.Scheduler is one.
+// its new deadline) committed; and likewise the jobs that expire waitlist
+// entries, inserted by the join. jobs.Scheduler is one.
 type ExpiryScheduler interface {
 	ScheduleExpiryTx(ctx context.Context, tx pgx.Tx, holds []HoldDeadline) error
+	ScheduleWaitlistExpiryTx(ctx context.Context, tx pgx.Tx, entries []EntryDeadline) error
 }
 
 // errNoExpiryScheduler is what a hold is refused with on a store built
 // without Expiry: a wiring mistake, reported rather than a nil dereference.
-var errNoExpiryScheduler = errors.New("store: no expiry scheduler (Store.Expiry is nil); holds cannot be made or shortened")
+var errNoExpiryScheduler = errors.New("store: no expiry scheduler (Store.Expiry is nil); holds cannot be made or shortened, nor waitlists joined")
 
 // scheduleExpiry schedules the holds' expiry jobs in the caller's
 // transaction, all in one insert.
@@ -36,6 +44,18 @@ func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, holds ...HoldDead
 	}
 	if err := s.Expiry.ScheduleExpiryTx(ctx, tx, holds); err != nil {
 		return fmt.Errorf("schedule expiry: %w", err)
+	}
+	return nil
+}
+
+// scheduleWaitlistExpiry schedules the entries' expiry jobs in the caller's
+// transaction.
+func (s *Store) scheduleWaitlistExpiry(ctx context.Context, tx pgx.Tx, entries ...EntryDeadline) error {
+	if s.Expiry == nil {
+		return errNoExpiryScheduler
+	}
+	if err := s.Expiry.ScheduleWaitlistExpiryTx(ctx, tx, entries); err != nil {
+		return fmt.Errorf("schedule waitlist expiry: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,11 +50,12 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 			return err
 		}
 		var id string
+		var expiresAt time.Time
 		err = tx.QueryRow(ctx, `
 			INSERT INTO waitlist_entries (checkout_id, request_key, fingerprint, sku_id, location_id, quantity, offer_ttl_seconds, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + make_interval(secs => $8))
 			ON CONFLICT (checkout_id, request_key) DO NOTHING
-			RETURNING id`, in.CheckoutID, in.RequestKey, fp, skuID, locID, in.Quantity, in.Limits.OfferTTL(), in.TTLSeconds).Scan(&id)
+			RETURNING id, expires_at`, in.CheckoutID, in.RequestKey, fp, skuID, locID, in.Quantity, in.Limits.OfferTTL(), in.TTLSeconds).Scan(&id, &expiresAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errTwinWon
 		}
@@ -62,6 +64,9 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 				Message: "checkout " + strconv.Quote(in.CheckoutID) + " is already waiting for " + in.SKU + "; leave that entry first"}
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.scheduleWaitlistExpiry(ctx, tx, EntryDeadline{EntryID: id, At: expiresAt}); err != nil {
 			return err
 		}
 		if in.Limits != nil {
@@ -248,6 +253,38 @@ func (s *Store) WaitlistEntryGet(ctx context.Context, scope domain.Scope, id str
 		return err
 	})
 	return out, wrap("WaitlistEntryGet", err)
+}
+
+// WaitlistExpire expires one entry at its deadline if it is still waiting
+// (expired says it did); its River job calls it. Before the deadline it
+// returns the deadline (notBefore) and changes nothing; an entry that already
+// ended (offered, left, expired by a set) is not an error: the job is done.
+func (s *Store) WaitlistExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		notBefore, expired = nil, false
+		var status string
+		var expiresAt time.Time
+		err := tx.QueryRow(ctx, `SELECT status, expires_at FROM waitlist_entries WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&status, &expiresAt)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && status != "waiting" {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// After the lock, as for holds (dueNow).
+		due, err := dueNow(ctx, tx, expiresAt)
+		if err != nil {
+			return err
+		}
+		if !due {
+			notBefore = &expiresAt
+			return nil
+		}
+		expired = true
+		_, err = tx.Exec(ctx, `UPDATE waitlist_entries SET status = 'expired', ended_at = now(), updated_at = now() WHERE id = $1`, id)
+		return err
+	})
+	return notBefore, expired, wrap("WaitlistExpire", err)
 }
 
 // WaitlistExpireDue expires up to limit waiting entries whose TTL has passed

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"inventory/domain"
 )
@@ -234,5 +235,44 @@ func TestWaitlistReconciliation(t *testing.T) {
 	}
 	if len(issues) != 2 || kinds["waitlist_offer_mismatch"] != "W-REC@L1" || kinds["waitlist_fits_free"] != "W-REC@L2" {
 		t.Fatalf("reconciliation: %+v", issues)
+	}
+}
+
+func TestWaitlistExpire(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-TTL", "L1", 1)
+	e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: "c1", RequestKey: "k", SKU: "W-TTL", Location: ptr("L1"), Quantity: 1, TTLSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM river_job WHERE kind = 'waitlist_expiry' AND args->>'entry_id' = $1 AND scheduled_at = $2`, e.ID, e.ExpiresAt); n != 1 {
+		t.Fatalf("%d expiry jobs at the entry's deadline, want 1", n)
+	}
+	notBefore, expired, err := b.Store.WaitlistExpire(b.Ctx, e.ID)
+	if err != nil || expired || notBefore == nil || !notBefore.Equal(e.ExpiresAt) {
+		t.Fatalf("before the deadline: %v %v %v, want not yet (at %v)", notBefore, expired, err, e.ExpiresAt)
+	}
+	time.Sleep(time.Until(e.ExpiresAt) + 50*time.Millisecond)
+	if notBefore, expired, err := b.Store.WaitlistExpire(b.Ctx, e.ID); err != nil || !expired || notBefore != nil {
+		t.Fatalf("after the deadline: %v %v %v", notBefore, expired, err)
+	}
+	if got := b.entry(t, e.ID); got.Status != domain.WaitlistExpired {
+		t.Fatalf("entry: %+v", got)
+	}
+	// Again, and for an unknown entry: nothing to do.
+	if notBefore, expired, err := b.Store.WaitlistExpire(b.Ctx, e.ID); err != nil || expired || notBefore != nil {
+		t.Fatalf("again: %v %v %v", notBefore, expired, err)
+	}
+	if _, expired, err := b.Store.WaitlistExpire(b.Ctx, "00000000-0000-0000-0000-000000000000"); err != nil || expired {
+		t.Fatalf("unknown: %v %v", expired, err)
+	}
+	// A refused join leaves no job behind.
+	b.Stock(t, "W-TTL2", "L1", 1)
+	if _, _, err := b.join("c1", "k2", "W-TTL2", "L1", 1); !isCode(err, domain.CodeInvalidInput) {
+		t.Fatalf("join with stock free: %v", err)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM river_job WHERE kind = 'waitlist_expiry'`); n != 1 {
+		t.Fatalf("%d waitlist expiry jobs, want 1", n)
 	}
 }
