@@ -383,7 +383,7 @@ func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, sta
 	f := freed{reservationIDs: ids}
 	b := &pgx.Batch{}
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
-	run := queueOffer(b, f, domain.ActorFrom(ctx).Name)
+	run := queueOffer(b, f)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}

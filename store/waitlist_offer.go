@@ -139,7 +139,7 @@ JOIN skus s ON s.id = u.sku_id`
 // how many entries it offered.
 func (s *Store) offerFreed(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
 	b := &pgx.Batch{}
-	run := queueOffer(b, f, domain.ActorFrom(ctx).Name)
+	run := queueOffer(b, f)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
@@ -156,6 +156,11 @@ func (s *Store) offerAndRead(ctx context.Context, tx pgx.Tx, k balanceKey, b dom
 	return readBalance(ctx, tx, k)
 }
 
+// offerActor is the ledger's actor of every offer's reserve: the line made
+// the hold, not whoever freed the units (a shopper's release, a warehouse
+// receipt), whose own ledger row says who they were.
+const offerActor = "system:waitlist"
+
 // offerRun is what one run of offerStatement picked and offered; it is
 // filled when the batch it was queued on is read.
 type offerRun struct {
@@ -169,9 +174,9 @@ type offerRun struct {
 // the round trip of its own last statement (settleHolds does): the balance
 // rows are locked from that statement to commit, and every round trip in
 // between is time a contended row stays locked.
-func queueOffer(b *pgx.Batch, f freed, actor string) *offerRun {
+func queueOffer(b *pgx.Batch, f freed) *offerRun {
 	run := &offerRun{}
-	b.Queue(offerStatement, f.skuIDs, f.locationIDs, f.reservationIDs, actor).Query(func(rows pgx.Rows) error {
+	b.Queue(offerStatement, f.skuIDs, f.locationIDs, f.reservationIDs, offerActor).Query(func(rows pgx.Rows) error {
 		var n *int
 		var resID *string
 		var lineID, skuID, locID *int64
@@ -219,7 +224,7 @@ func (s *Store) finishOffers(ctx context.Context, tx pgx.Tx, f freed, run *offer
 			return total, nil
 		}
 		b := &pgx.Batch{}
-		run = queueOffer(b, f, domain.ActorFrom(ctx).Name)
+		run = queueOffer(b, f)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return total, err
 		}

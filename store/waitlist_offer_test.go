@@ -34,6 +34,14 @@ func (b *testBundle) requireOffered(t *testing.T, loc string, entries ...domain.
 		if n := b.sqlInt(t, `SELECT count(*) FROM river_job WHERE kind = 'reservation_expiry' AND args->>'reservation_id' = $1`, res.ID); n != 1 {
 			t.Fatalf("offer of %s has %d expiry jobs, want 1", e.ID, n)
 		}
+		// Its ledger row and stock event are a reserve's, by the line, for the entry's checkout.
+		if n := b.sqlInt(t, `SELECT count(*) FROM stock_movements WHERE reservation_id = $1 AND cause = 'reserved' AND actor = 'system:waitlist' AND reserved_delta = $2`,
+			res.ID, e.Quantity); n != 1 {
+			t.Fatalf("offer of %s has %d reserve ledger rows by system:waitlist, want 1", e.ID, n)
+		}
+		if n := b.sqlInt(t, `SELECT count(*) FROM stock_events WHERE reservation_id = $1 AND cause = 'reserved' AND checkout_id = $2`, res.ID, e.CheckoutID); n != 1 {
+			t.Fatalf("offer of %s has %d reserve stock events for its checkout, want 1", e.ID, n)
+		}
 	}
 }
 
