@@ -371,3 +371,58 @@ func TestWaitlistUnlocatedOffersFromTwoBalances(t *testing.T) {
 		t.Fatalf("%d deadlocks between offers from two balances of one SKU", after-before)
 	}
 }
+
+// TestWaitlistConcurrentTwins: the same join sent eight times at once from
+// two instances makes one entry; every answer names it, exactly one as a
+// new join, the others as replays. The same checkout joining the same SKU
+// with other keys at once gets one entry too, the rest ALREADY_EXISTS.
+func TestWaitlistConcurrentTwins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.soldOut(t, "W-TWIN", "L1", 1)
+	instances := []*store.Store{b.Store, b.secondInstance(t)}
+	in := func(key string) domain.JoinWaitlistInput {
+		return domain.JoinWaitlistInput{CheckoutID: "c1", RequestKey: key, SKU: "W-TWIN", Location: ptr("L1"), Quantity: 1, TTLSeconds: 600}
+	}
+	const n = 8
+	ids := make([]string, n)
+	replays := make([]bool, n)
+	testkit.Writers(t, n, func(g int) error {
+		e, replayed, err := instances[g%2].WaitlistJoin(b.Ctx, in("same"))
+		ids[g], replays[g] = e.ID, replayed
+		return err
+	})
+	fresh := 0
+	for g := range n {
+		if ids[g] != ids[0] {
+			t.Fatalf("twin %d got entry %s, twin 0 %s", g, ids[g], ids[0])
+		}
+		if !replays[g] {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d twins were told they joined, want 1", fresh)
+	}
+	b.RequireReconciled(t)
+	b.Store.WaitlistLeave(b.Ctx, domain.Scope{}, ids[0])
+	var joined, exists atomic.Int64
+	testkit.Writers(t, n, func(g int) error {
+		_, _, err := instances[g%2].WaitlistJoin(b.Ctx, in(fmt.Sprintf("k%d", g)))
+		switch {
+		case err == nil:
+			joined.Add(1)
+		case isCode(err, domain.CodeAlreadyExists):
+			exists.Add(1)
+		default:
+			return err
+		}
+		return nil
+	})
+	if joined.Load() != 1 || exists.Load() != n-1 {
+		t.Fatalf("%d joined, %d ALREADY_EXISTS; want 1 and %d", joined.Load(), exists.Load(), n-1)
+	}
+	if c := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'waiting'`); c != 1 {
+		t.Fatalf("%d waiting entries, want 1", c)
+	}
+}
