@@ -405,7 +405,9 @@ func TestWaitlistConcurrentTwins(t *testing.T) {
 		t.Fatalf("%d twins were told they joined, want 1", fresh)
 	}
 	b.RequireReconciled(t)
-	b.Store.WaitlistLeave(b.Ctx, domain.Scope{}, ids[0])
+	if _, err := b.Store.WaitlistLeave(b.Ctx, domain.Scope{}, ids[0]); err != nil {
+		t.Fatal(err)
+	}
 	var joined, exists atomic.Int64
 	testkit.Writers(t, n, func(g int) error {
 		_, _, err := instances[g%2].WaitlistJoin(b.Ctx, in(fmt.Sprintf("k%d", g)))
