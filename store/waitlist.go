@@ -26,6 +26,7 @@ var _ domain.Waitlists = (*Store)(nil)
 //     transaction (a replay, or IDEMPOTENCY_KEY_REUSED for other inputs), as
 //     ReservationCreate does; the partial unique index on waiting entries
 //     refuses a second live entry for the checkout and SKU (ALREADY_EXISTS);
+//     the entry's expiry job goes in with it (Store.Expiry);
 //  3. for a checkout token, lock the checkout (the lock its reserves take,
 //     lockCheckoutUsage) and check its fair-use limits;
 //  4. lock the balance row(s) the entry waits on, in (sku, location) order,
@@ -36,8 +37,13 @@ var _ domain.Waitlists = (*Store)(nil)
 // balance lock before it commits. Holding it while deciding, a join either
 // runs before a release (and is then offered by it: the release waits for the
 // join to commit, then sees the entry) or after it (and sees the units free,
-// and is refused). Without it, a join could commit waiting right after a
-// release found nobody in line, leaving units free that it fits.
+// and is refused: the locking read returns the row as the release left it).
+// Without it, a join could commit waiting right after a release found nobody
+// in line, leaving units free that it fits (TestWaitlistJoinRacesRelease).
+//
+// What is free counts stock only (on_hand - reserved), not what could still
+// be pre-ordered against expected supply: a shopper may wait for stock
+// rather than pre-order.
 func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (domain.WaitlistEntry, bool, error) {
 	if err := in.Validate(); err != nil {
 		return domain.WaitlistEntry{}, false, err

@@ -41,7 +41,7 @@ func freedAt(keys ...balanceKey) freed {
 //     than a walk through the line;
 //   - upd marks the picked entries OFFERED, only while still waiting (a
 //     concurrent leave may have ended one: the caller then runs the
-//     statement again, see offerFreed), with the id of their new
+//     statement again, see finishOffers), with the id of their new
 //     reservation;
 //   - one HELD reservation per offered entry (request key waitlist:<entry
 //     id>, the entry's offer TTL), its line, the balance's reserved count,
@@ -51,11 +51,14 @@ func freedAt(keys ...balanceKey) freed {
 // The balances must already be locked by the caller's transaction (the
 // freeing change did it), so no other writer changes what is free while the
 // line is walked. An entry without a location is offered by whichever
-// balance of its SKU reaches it first; if two balances of one SKU pick it in
-// the same statement, chosen keeps one and the caller runs again.
+// balance of its SKU reaches it first and fits it whole (an offer is never
+// split across locations: taking a second balance's lock here would break
+// the lock order); if two balances of one SKU pick it in the same statement,
+// chosen keeps one and the caller runs again. Entries expired by their TTL
+// but not yet marked are passed over.
 //
-// It answers one row, with the number picked, and then one more row per
-// offer (reservation, entry, line, deadline, kind).
+// It answers one row with the number picked, and one more row per offer
+// (reservation, line, deadline, SKU, location, quantity, kind).
 const offerStatement = `
 WITH RECURSIVE target AS (
 	SELECT DISTINCT sku_id, location_id FROM (
