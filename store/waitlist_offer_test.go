@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -342,4 +343,47 @@ func TestWaitlistOfferProbesWhenNothingFits(t *testing.T) {
 		t.Fatalf("the offer statement read %.0f pages with one unit free that fits none of 10,000 entries, want a probe (at most 40)", blocks)
 	}
 	t.Logf("%.0f pages", blocks)
+}
+
+// TestWaitlistSetExpiryOffersManyAtOnce: one set-based expiry of 300 holds
+// offers 300 units to a line of 400 single-unit entries in the same
+// transaction: the first 300 in join order, each with its own hold and
+// expiry job, the last 100 still waiting.
+func TestWaitlistSetExpiryOffersManyAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const holds, line = 300, 400
+	b.Stock(t, "W-MANY", "L1", holds)
+	if _, err := b.Pool.Exec(b.Ctx, `
+		WITH r AS (
+			INSERT INTO reservations (checkout_id, request_key, fingerprint, expires_at)
+			SELECT 'seed', 'k' || g, '\x00', now() - interval '1 second' FROM generate_series(1, $1) g RETURNING id
+		), l AS (
+			INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity)
+			SELECT r.id, 0, b.sku_id, b.location_id, 1 FROM r, balances b JOIN skus s ON s.id = b.sku_id WHERE s.code = 'W-MANY'
+		), m AS (
+			INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor)
+			SELECT b.sku_id, b.location_id, $1, 'reserved', 'test' FROM balances b JOIN skus s ON s.id = b.sku_id WHERE s.code = 'W-MANY'
+		)
+		UPDATE balances b SET reserved = $1 FROM skus s WHERE s.id = b.sku_id AND s.code = 'W-MANY'`, holds); err != nil {
+		t.Fatal(err)
+	}
+	for i := range line {
+		b.mustJoin(t, fmt.Sprintf("w-%03d", i), "k", "W-MANY", "L1", 1)
+	}
+	start := time.Now()
+	if n, err := b.Store.ReservationExpireDue(b.Ctx, 1000); err != nil || n != holds {
+		t.Fatalf("ReservationExpireDue: %d %v", n, err)
+	}
+	t.Logf("one set: %d holds expired and %d offers made in %s", holds, holds, time.Since(start))
+	if n := b.sqlInt(t, `
+		SELECT count(*) FROM waitlist_entries w
+		JOIN river_job j ON j.kind = 'reservation_expiry' AND j.args->>'reservation_id' = w.reservation_id::text
+		WHERE w.status = 'offered' AND w.checkout_id < 'w-300'`); n != holds {
+		t.Fatalf("%d of the first %d entries offered with an expiry job", n, holds)
+	}
+	if n := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'waiting' AND checkout_id >= 'w-300'`); n != line-holds {
+		t.Fatalf("%d of the last %d entries still waiting", n, line-holds)
+	}
+	b.requireInvariants(t)
 }
