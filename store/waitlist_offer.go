@@ -39,9 +39,13 @@ func freedAt(keys ...balanceKey) freed {
 //     been taken at its turn, since what is free only shrinks along the
 //     walk), so nothing waiting, or nothing that fits, costs a probe rather
 //     than a walk through the line;
+//   - locked locks the picked entries in id order, the one order every
+//     offer takes them in: two freeing transactions on two balances of a
+//     SKU may pick the same unlocated entries, and then one waits for the
+//     other rather than each holding an entry the other needs;
 //   - upd marks the picked entries OFFERED, only while still waiting (a
-//     concurrent leave may have ended one: the caller then runs the
-//     statement again, see finishOffers), with the id of their new
+//     concurrent leave or offer may have ended one: the caller then runs
+//     the statement again, see finishOffers), with the id of their new
 //     reservation;
 //   - one HELD reservation per offered entry (request key waitlist:<entry
 //     id>, the entry's offer TTL), its line, the balance's reserved count,
@@ -92,10 +96,15 @@ WITH RECURSIVE target AS (
 ), chosen AS (
 	SELECT DISTINCT ON (id) id, sku_id, location_id, gen_random_uuid() AS res_id
 	FROM pick ORDER BY id, sku_id, location_id
+), locked AS (
+	SELECT w.id FROM waitlist_entries w
+	WHERE w.id IN (SELECT id FROM chosen) AND w.status = 'waiting'
+	ORDER BY w.id
+	FOR NO KEY UPDATE
 ), upd AS (
 	UPDATE waitlist_entries w
 	SET status = 'offered', reservation_id = c.res_id, ended_at = now(), updated_at = now()
-	FROM chosen c WHERE w.id = c.id AND w.status = 'waiting'
+	FROM chosen c WHERE w.id = c.id AND w.id IN (SELECT id FROM locked) AND w.status = 'waiting'
 	RETURNING w.id, w.seq, w.checkout_id, w.quantity, w.offer_ttl_seconds, w.fingerprint, c.sku_id, c.location_id, c.res_id
 ), res AS (
 	INSERT INTO reservations (id, checkout_id, request_key, fingerprint, expires_at)
