@@ -373,9 +373,10 @@ func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Res
 
 // settleAndOffer is settleHolds for holds that gave their units back
 // (released or expired), followed by the offer of those units to the
-// balances' waiting entries (offerFreed), which goes in the same round trip
-// as the settling statement: no extra round trip while the balance rows are
-// locked, and with nothing waiting the offer statement finds nothing.
+// balances' waiting entries (offerFreed). Whether anyone waiting fits is
+// asked in the settling statement's round trip, so with nobody to offer to
+// (the usual case) a release costs no extra round trip while the balance
+// rows are locked.
 func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
 	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
 		return err
@@ -383,11 +384,11 @@ func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, sta
 	f := freed{reservationIDs: ids}
 	b := &pgx.Batch{}
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
-	run := queueOffer(b, f)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	fits := queueFitCheck(b, f)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !*fits {
 		return err
 	}
-	_, err := s.finishOffers(ctx, tx, f, run)
+	_, err := s.offerNow(ctx, tx, f)
 	return err
 }
 

@@ -147,15 +147,49 @@ JOIN skus s ON s.id = u.sku_id`
 // reserve never gets a unit a waiting entry fits, and a unit is offered once:
 // the balance rows stay locked from the freeing change to commit.
 //
-// With nothing waiting it is one statement that finds nothing. It returns
+// It first asks, in a small statement of its own (fitStatement), whether
+// anyone waiting fits what is free at all: the usual answer, and then the
+// offer statement, whose plan is many times larger, is not run. It returns
 // how many entries it offered.
 func (s *Store) offerFreed(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
+	b := &pgx.Batch{}
+	fits := queueFitCheck(b, f)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !*fits {
+		return 0, err
+	}
+	return s.offerNow(ctx, tx, f)
+}
+
+// offerNow runs offerStatement for f and finishes its offers.
+func (s *Store) offerNow(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
 	b := &pgx.Batch{}
 	run := queueOffer(b, f)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
 	return s.finishOffers(ctx, tx, f, run)
+}
+
+// fitStatement says whether any freed balance has a waiting entry that fits
+// what is free there (the same probe of waitlist_entries_fit_idx the offer
+// statement starts with; location and TTL are the offer's to check).
+const fitStatement = `
+SELECT EXISTS (
+	SELECT FROM (
+		SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(sku_id, location_id)
+		UNION ALL
+		SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($3::uuid[])
+	) t
+	JOIN balances b ON b.sku_id = t.sku_id AND b.location_id = t.location_id
+	WHERE b.on_hand > b.reserved
+	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting' AND w.quantity <= b.on_hand - b.reserved))`
+
+// queueFitCheck queues fitStatement on b; the answer is set when b's
+// results are read.
+func queueFitCheck(b *pgx.Batch, f freed) *bool {
+	fits := new(bool)
+	b.Queue(fitStatement, f.skuIDs, f.locationIDs, f.reservationIDs).QueryRow(func(row pgx.Row) error { return row.Scan(fits) })
+	return fits
 }
 
 // offerAndRead offers what a change freed on k's balance, and returns the
