@@ -75,7 +75,8 @@ type config struct {
 	// reach loopback and private addresses.
 	WebhookAllowPrivate bool
 	// FairUse: INVENTORY_CHECKOUT_MAX_HOLD_TTL, INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME,
-	// INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU, INVENTORY_CHECKOUT_MAX_LIVE_HOLDS.
+	// INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU, INVENTORY_CHECKOUT_MAX_LIVE_HOLDS,
+	// INVENTORY_CHECKOUT_MAX_WAITLIST_TTL.
 	FairUse domain.FairUse
 	// CheckoutTokenMaxTTL is INVENTORY_CHECKOUT_TOKEN_MAX_TTL: the longest
 	// checkout token issueCheckoutToken mints.
@@ -216,10 +217,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		MaxHoldLifetime: secs(dur("INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME", time.Duration(def.MaxHoldLifetime)*time.Second)),
 		MaxUnitsPerSKU:  int(min(num("INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU", int64(def.MaxUnitsPerSKU)), domain.MaxQuantity)),
 		MaxLiveHolds:    int(min(num("INVENTORY_CHECKOUT_MAX_LIVE_HOLDS", int64(def.MaxLiveHolds)), 1_000_000)),
+		MaxWaitlistTTL:  secs(dur("INVENTORY_CHECKOUT_MAX_WAITLIST_TTL", time.Duration(def.MaxWaitlistTTL)*time.Second)),
 	}
 	cfg.CheckoutTokenMaxTTL = dur("INVENTORY_CHECKOUT_TOKEN_MAX_TTL", 2*time.Hour)
 	for name, d := range map[string]int{"INVENTORY_CHECKOUT_MAX_HOLD_TTL": cfg.FairUse.MaxHoldTTL,
-		"INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME": cfg.FairUse.MaxHoldLifetime, "INVENTORY_CHECKOUT_TOKEN_MAX_TTL": secs(cfg.CheckoutTokenMaxTTL)} {
+		"INVENTORY_CHECKOUT_MAX_HOLD_LIFETIME": cfg.FairUse.MaxHoldLifetime, "INVENTORY_CHECKOUT_TOKEN_MAX_TTL": secs(cfg.CheckoutTokenMaxTTL),
+		"INVENTORY_CHECKOUT_MAX_WAITLIST_TTL": cfg.FairUse.MaxWaitlistTTL} {
 		if d > domain.MaxHoldTTL || (d < 1 && getenv(name) != "") {
 			errs = append(errs, fmt.Errorf("%s must be between 1s and 24h, got %q", name, getenv(name)))
 		}

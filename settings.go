@@ -91,6 +91,8 @@ var settings = []setting{
 		Meaning: "units of one SKU across a checkout's live holds (pre-ordered units included), for checkout tokens"},
 	{Name: "INVENTORY_CHECKOUT_MAX_LIVE_HOLDS", Group: "Auth and fair use", Default: "20", Shown: "",
 		Meaning: "live holds (held and not yet due) of one checkout, for checkout tokens"},
+	{Name: "INVENTORY_CHECKOUT_MAX_WAITLIST_TTL", Group: "Auth and fair use", Default: "1h", Shown: "",
+		Meaning: "`ttlSeconds` a checkout token's `joinWaitlist` entry may wait in line (at most 24 h); past it `LIMIT_EXCEEDED`"},
 	{Name: "INVENTORY_CHECKOUT_TOKEN_MAX_TTL", Group: "Auth and fair use", Default: "2h", Shown: "",
 		Meaning: "the longest lifetime `issueCheckoutToken` grants (at most 24 h): how long a leaked token stays useful"},
 	{Name: "INVENTORY_RATE_LIMIT_WINDOW", Group: "Rate limits, proxies and CORS", Default: "1m", Shown: "",

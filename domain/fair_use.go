@@ -17,11 +17,13 @@ type FairUse struct {
 	MaxHoldLifetime int // seconds from a hold's creation past which no extension moves its deadline
 	MaxUnitsPerSKU  int // units of one SKU across a checkout's live holds
 	MaxLiveHolds    int // live (held, not yet due) reservations of one checkout
+	MaxWaitlistTTL  int // seconds a checkout token's waitlist entry may wait in line
 }
 
 // DefaultFairUse is what a storefront would pick: a hold long enough to pay,
-// an hour at most with extensions, ten of any one item, twenty open holds.
-var DefaultFairUse = FairUse{MaxHoldTTL: 30 * 60, MaxHoldLifetime: 60 * 60, MaxUnitsPerSKU: 10, MaxLiveHolds: 20}
+// an hour at most with extensions, ten of any one item, twenty open holds,
+// an hour in a waitlist's line.
+var DefaultFairUse = FairUse{MaxHoldTTL: 30 * 60, MaxHoldLifetime: 60 * 60, MaxUnitsPerSKU: 10, MaxLiveHolds: 20, MaxWaitlistTTL: 60 * 60}
 
 // For returns the limits that bind a caller: f for a checkout token, nil
 // (unbounded) for everyone else.

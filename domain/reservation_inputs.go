@@ -43,6 +43,9 @@ func (in ReserveInput) Validate() error {
 	if err := CheckIdentifier([]string{"input", "requestKey"}, in.RequestKey); err != nil {
 		return err
 	}
+	if IsWaitlistOfferKey(in.RequestKey) {
+		return InvalidInput([]string{"input", "requestKey"}, "requestKeys starting with %q are reserved for waitlist offers", WaitlistOfferKeyPrefix)
+	}
 	if len(in.Lines) == 0 {
 		return InvalidInput([]string{"input", "lines"}, "a basket needs at least one line")
 	}

@@ -32,6 +32,24 @@ type Stock interface {
 	StockLevelsSet(ctx context.Context, in SetStockLevelsInput) (StockLevelsResult, error)
 }
 
+// Waitlists is the fair queue for sold-out stock (DESIGN "Waitlists"): a
+// checkout joins the line for a SKU, and every path that frees units offers
+// them, in the same transaction, first-fit in join order as HELD
+// reservations. Calls naming an entry take a Scope, as reservations do.
+// Implemented by store.Store.
+type Waitlists interface {
+	// WaitlistJoin puts a checkout in line. replayed is true when
+	// (CheckoutID, RequestKey) already named an entry with the same inputs;
+	// that entry is returned in its current state.
+	WaitlistJoin(ctx context.Context, in JoinWaitlistInput) (entry WaitlistEntry, replayed bool, err error)
+	// WaitlistLeave ends a waiting entry (LEFT); an entry that already
+	// ended is returned as it is.
+	WaitlistLeave(ctx context.Context, scope Scope, id string) (WaitlistEntry, error)
+	// WaitlistEntryGet returns nil, nil when the entry does not exist or is
+	// outside scope.
+	WaitlistEntryGet(ctx context.Context, scope Scope, id string) (*WaitlistEntry, error)
+}
+
 // Reservations is the hold lifecycle: reserve, confirm, release, extend and
 // expire, each exactly once however often it is retried. Calls that name an
 // existing reservation take a Scope: outside it the reservation does not exist

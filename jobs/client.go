@@ -85,6 +85,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	// AddWorker panics only on a kind registered twice: a programming error.
 	river.AddWorker(workers, &ReconcileWorker{Reconciler: cfg.Reconciler, Logger: cfg.Logger, OnReconcile: cfg.OnReconcile})
 	river.AddWorker(workers, &ExpiryWorker{Expirer: cfg.Expirer})
+	river.AddWorker(workers, &WaitlistExpiryWorker{Expirer: cfg.Expirer})
 	river.AddWorker(workers, &PruneEventsWorker{Pruner: cfg.EventsPruner, Keep: cfg.EventsRetention, Logger: cfg.Logger})
 	river.AddWorker(workers, &SweepWorker{Sweeper: cfg.Sweeper, Logger: cfg.Logger,
 		Grace: cfg.SweepGrace, BatchSize: 100, MaxBatches: 50, OnSweep: cfg.OnSweep})

@@ -16,6 +16,9 @@ import (
 type Expirer interface {
 	ReservationExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error)
 	ReservationExpireDue(ctx context.Context, limit int) (int, error)
+	// WaitlistExpire ends one waitlist entry at its deadline (EXPIRED)
+	// if it is still waiting.
+	WaitlistExpire(ctx context.Context, id string) (notBefore *time.Time, expired bool, err error)
 }
 
 // ExpiryWorker works the per-reservation expiry job inserted by reserve. The
@@ -69,6 +72,27 @@ func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[ReservationExpir
 	}
 }
 
+// WaitlistExpiryWorker works the per-entry expiry job inserted by a join:
+// the entry ends EXPIRED at its deadline if it is still waiting. Running
+// early (clock skew between instances) snoozes to the deadline; running
+// after the entry ended is harmless.
+type WaitlistExpiryWorker struct {
+	river.WorkerDefaults[WaitlistExpiryArgs]
+	Expirer Expirer
+}
+
+// Work expires the entry or snoozes until its deadline.
+func (w *WaitlistExpiryWorker) Work(ctx context.Context, job *river.Job[WaitlistExpiryArgs]) error {
+	notBefore, _, err := w.Expirer.WaitlistExpire(systemActor(ctx, "waitlist-expiry-job"), job.Args.EntryID)
+	if err != nil {
+		return fmt.Errorf("expire waitlist entry %s: %w", job.Args.EntryID, err)
+	}
+	if notBefore != nil {
+		return river.JobSnooze(max(time.Until(*notBefore), 0) + 10*time.Millisecond)
+	}
+	return nil
+}
+
 // SweepArgs asks for one sweeper pass.
 type SweepArgs struct{}
 
@@ -79,6 +103,10 @@ func (SweepArgs) Kind() string { return "reservation_sweep" }
 // BatchSize, as a backstop behind the expiry jobs.
 type Sweeper interface {
 	ReservationSweepOverdue(ctx context.Context, grace time.Duration, limit int) (int, error)
+	// WaitlistExpireDue marks waiting entries past their TTL EXPIRED, at
+	// most limit per call. Offers and reads already treat them as expired
+	// from their deadline on, so a pass's period is all they can be late.
+	WaitlistExpireDue(ctx context.Context, limit int) (int, error)
 	HousekeepingPrune(ctx context.Context, keep time.Duration) error
 }
 
@@ -98,8 +126,8 @@ type SweepWorker struct {
 	OnSweep func(released int)
 }
 
-// Work runs one pass: batches until one comes back short, then prunes old
-// health records.
+// Work runs one pass: batches until one comes back short, then the
+// waitlist entries past their TTL, then prunes old health records.
 func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	ctx = systemActor(ctx, "sweeper")
 	total := 0
@@ -118,6 +146,15 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	}
 	if w.OnSweep != nil {
 		w.OnSweep(total)
+	}
+	for range w.MaxBatches {
+		n, err := w.Sweeper.WaitlistExpireDue(ctx, w.BatchSize)
+		if err != nil {
+			return fmt.Errorf("expire waitlist entries: %w", err)
+		}
+		if n < w.BatchSize {
+			break
+		}
 	}
 	return w.Sweeper.HousekeepingPrune(ctx, 24*time.Hour)
 }

@@ -55,3 +55,27 @@ func (s *Scheduler) ScheduleExpiryTx(ctx context.Context, tx pgx.Tx, holds []sto
 	_, err := s.river.InsertManyTx(ctx, tx, params)
 	return err
 }
+
+// WaitlistExpiryArgs is the River job that expires one waitlist entry at the
+// end of its TTL. It is inserted in the join transaction by Scheduler;
+// WaitlistExpiryWorker works it.
+type WaitlistExpiryArgs struct {
+	EntryID string `json:"entry_id"`
+}
+
+// Kind names the job in River's tables: it must never change.
+func (WaitlistExpiryArgs) Kind() string { return "waitlist_expiry" }
+
+// ScheduleWaitlistExpiryTx inserts one expiry job per entry, scheduled at
+// its deadline, in tx and in one insert.
+func (s *Scheduler) ScheduleWaitlistExpiryTx(ctx context.Context, tx pgx.Tx, entries []store.EntryDeadline) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(entries))
+	for i, e := range entries {
+		params[i] = river.InsertManyParams{Args: WaitlistExpiryArgs{EntryID: e.EntryID}, InsertOpts: &river.InsertOpts{ScheduledAt: e.At}}
+	}
+	_, err := s.river.InsertManyTx(ctx, tx, params)
+	return err
+}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
 )
 
 // A hold whose expiry job is lost is released by the periodic sweeper, which
@@ -100,4 +102,68 @@ func optInt(p *int) any {
 		return "<nil>"
 	}
 	return *p
+}
+
+// TestSweeperExpiresWaitlistEntries: a sweeper pass marks waiting entries
+// past their TTL EXPIRED and leaves the others waiting.
+func TestSweeperExpiresWaitlistEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "WL", "AMS", 1)
+	b.reserve(t, "buyer", "WL", "AMS", 1, 600)
+	ams := "AMS"
+	join := func(checkout string) string {
+		e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: checkout, RequestKey: "k", SKU: "WL",
+			Location: &ams, Quantity: 1, TTLSeconds: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	due, live := join("due"), join("live")
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE waitlist_entries SET expires_at = now() - interval '1 second' WHERE id = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config()
+	cfg.SweepInterval = time.Hour
+	b.startClient(t, cfg)
+	status := func(id string) string {
+		var s string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT status FROM waitlist_entries WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	waitFor(t, time.Now().Add(10*time.Second), "the sweeper to expire the due entry", func() bool { return status(due) == "expired" })
+	if s := status(live); s != "waiting" {
+		t.Fatalf("the entry still within its TTL is %s", s)
+	}
+}
+
+// TestWaitlistEntryExpiresByItsJob: the join inserts the entry's expiry
+// job; when the TTL ends the job marks it EXPIRED, without a sweeper pass.
+func TestWaitlistEntryExpiresByItsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "WJ", "AMS", 1)
+	b.reserve(t, "buyer", "WJ", "AMS", 1, 600)
+	ams := "AMS"
+	e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: "c", RequestKey: "k", SKU: "WJ", Location: &ams, Quantity: 1, TTLSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.config()
+	cfg.SweepInterval = time.Hour // its one pass runs at start, before the entry is due
+	b.startClient(t, cfg)
+	waitFor(t, time.Now().Add(10*time.Second), "the entry's job to complete", func() bool {
+		var state string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT state FROM river_job WHERE kind = 'waitlist_expiry' AND args->>'entry_id' = $1`, e.ID).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state == "completed"
+	})
+	var status string
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT status FROM waitlist_entries WHERE id = $1`, e.ID).Scan(&status); err != nil || status != "expired" {
+		t.Fatalf("after its job: %q %v, want expired", status, err)
+	}
 }

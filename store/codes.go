@@ -107,6 +107,10 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 					return err
 				}
 			}
+			// What pre-orders left goes to the line.
+			if _, err := s.offerFreed(ctx, tx, freedAt(k)); err != nil {
+				return err
+			}
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE code_batches SET received = $2, inserted = $3, duplicates = $4, rejected = $5, preorders_filled = $6

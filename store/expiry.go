@@ -17,16 +17,24 @@ type HoldDeadline struct {
 	At            time.Time
 }
 
+// EntryDeadline is a waitlist entry and the moment it stops waiting.
+type EntryDeadline struct {
+	EntryID string
+	At      time.Time
+}
+
 // ExpiryScheduler inserts, inside the caller's transaction, the jobs that
 // expire holds at their deadlines, so a job exists exactly when the hold (or
-// its new deadline) committed. jobs.Scheduler is one.
+// its new deadline) committed; and likewise the jobs that expire waitlist
+// entries, inserted by the join. jobs.Scheduler is one.
 type ExpiryScheduler interface {
 	ScheduleExpiryTx(ctx context.Context, tx pgx.Tx, holds []HoldDeadline) error
+	ScheduleWaitlistExpiryTx(ctx context.Context, tx pgx.Tx, entries []EntryDeadline) error
 }
 
 // errNoExpiryScheduler is what a hold is refused with on a store built
 // without Expiry: a wiring mistake, reported rather than a nil dereference.
-var errNoExpiryScheduler = errors.New("store: no expiry scheduler (Store.Expiry is nil); holds cannot be made or shortened")
+var errNoExpiryScheduler = errors.New("store: no expiry scheduler (Store.Expiry is nil); holds cannot be made or shortened, nor waitlists joined")
 
 // scheduleExpiry schedules the holds' expiry jobs in the caller's
 // transaction, all in one insert.
@@ -36,6 +44,18 @@ func (s *Store) scheduleExpiry(ctx context.Context, tx pgx.Tx, holds ...HoldDead
 	}
 	if err := s.Expiry.ScheduleExpiryTx(ctx, tx, holds); err != nil {
 		return fmt.Errorf("schedule expiry: %w", err)
+	}
+	return nil
+}
+
+// scheduleWaitlistExpiry schedules the entries' expiry jobs in the caller's
+// transaction.
+func (s *Store) scheduleWaitlistExpiry(ctx context.Context, tx pgx.Tx, entries ...EntryDeadline) error {
+	if s.Expiry == nil {
+		return errNoExpiryScheduler
+	}
+	if err := s.Expiry.ScheduleWaitlistExpiryTx(ctx, tx, entries); err != nil {
+		return fmt.Errorf("schedule waitlist expiry: %w", err)
 	}
 	return nil
 }
@@ -64,7 +84,7 @@ func (s *Store) ReservationExpire(ctx context.Context, id string) (notBefore *ti
 			return nil
 		}
 		expired = true
-		return endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
+		return s.endHolds(ctx, tx, []string{id}, domain.StatusExpired, nil)
 	})
 	return notBefore, expired, wrap("ReservationExpire", err)
 }
@@ -81,7 +101,7 @@ func (s *Store) ReservationExpireDue(ctx context.Context, limit int) (int, error
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		n, err = expireOverdue(ctx, tx, 0, limit)
+		n, err = s.expireOverdue(ctx, tx, 0, limit)
 		return err
 	})
 	return n, wrap("ReservationExpireDue", err)
@@ -96,7 +116,7 @@ func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if n, err = expireOverdue(ctx, tx, grace, limit); err != nil {
+		if n, err = s.expireOverdue(ctx, tx, grace, limit); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO sweeper_runs (released) VALUES ($1)`, n)
@@ -107,7 +127,7 @@ func (s *Store) ReservationSweepOverdue(ctx context.Context, grace time.Duration
 
 // expireOverdue locks up to limit held reservations whose deadline passed
 // more than grace ago, oldest first, skipping locked ones, and expires them.
-func expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (int, error) {
+func (s *Store) expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (int, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT id FROM reservations
 		WHERE status = 'held' AND expires_at < clock_timestamp() - make_interval(secs => $1)
@@ -121,7 +141,7 @@ func expireOverdue(ctx context.Context, tx pgx.Tx, grace time.Duration, limit in
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	return len(ids), endHolds(ctx, tx, ids, domain.StatusExpired, nil)
+	return len(ids), s.endHolds(ctx, tx, ids, domain.StatusExpired, nil)
 }
 
 // HousekeepingPrune deletes health records older than keep: allocation

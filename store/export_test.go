@@ -51,3 +51,8 @@ func (s *Store) ConfirmBatchInOrder(ctx context.Context, ins []domain.ConfirmInp
 	}
 	return confirmed, err
 }
+
+// OfferStatement is the statement every freeing path runs to offer units to
+// waiting entries ($1 SKU ids, $2 location ids, $3 reservation ids, $4 the
+// actor), for tests that look at its plan. Tests only.
+const OfferStatement = offerStatement

@@ -66,7 +66,25 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 			i.Detail = fmt.Sprintf(holdIssueDetail[i.Kind], have, want)
 			return i, nil
 		})
-		issues = append(ledgerIssues, holdIssues...)
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, waitlistCheck)
+		if err != nil {
+			return err
+		}
+		waitIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+			var i domain.ReconciliationIssue
+			var location *string
+			if err := r.Scan(&i.Kind, &i.SKU, &location, &i.Detail); err != nil {
+				return i, err
+			}
+			if location != nil {
+				i.Location = *location
+			}
+			return i, nil
+		})
+		issues = append(append(ledgerIssues, holdIssues...), waitIssues...)
 		return err
 	})
 	return issues, wrap("Reconciliation", err)
@@ -110,3 +128,30 @@ var holdIssueDetail = map[string]string{
 	"on_hand_vs_codes":        "on_hand is %d but %d codes are available or held",
 	"reserved_vs_held_codes":  "reserved is %d but %d codes are held",
 }
+
+// waitlistCheck reports waitlist entries out of step with the stock: an
+// OFFERED entry whose reservation is not its own (for its checkout, under
+// its offer key, one line of its quantity), and a waiting entry that fits
+// what is free on a balance it waits on — every freeing path offers before
+// it commits, and a join is refused while enough is free, so units free and
+// owed to the line at once mean a path that frees without offering.
+const waitlistCheck = `
+	SELECT 'waitlist_offer_mismatch', s.code, l.code,
+	       'entry ' || w.id || ' is offered reservation ' || coalesce(w.reservation_id::text, 'none') || ', which is not a hold of its quantity for its checkout'
+	FROM waitlist_entries w
+	JOIN skus s ON s.id = w.sku_id
+	LEFT JOIN locations l ON l.id = w.location_id
+	LEFT JOIN reservations r ON r.id = w.reservation_id
+	WHERE w.status = 'offered'
+	  AND (r.id IS NULL OR r.checkout_id <> w.checkout_id OR r.request_key <> 'waitlist:' || w.id
+	       OR (SELECT count(*) FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.sku_id = w.sku_id AND rl.quantity = w.quantity) <> 1
+	       OR (SELECT count(*) FROM reservation_lines rl WHERE rl.reservation_id = r.id) <> 1)
+	UNION ALL
+	SELECT 'waitlist_fits_free', s.code, l.code,
+	       'entry ' || w.id || ' waits for ' || w.quantity || ' while ' || (b.on_hand - b.reserved) || ' are free here'
+	FROM waitlist_entries w
+	JOIN balances b ON b.sku_id = w.sku_id AND (w.location_id IS NULL OR b.location_id = w.location_id)
+	JOIN skus s ON s.id = b.sku_id
+	JOIN locations l ON l.id = b.location_id
+	WHERE w.status = 'waiting' AND w.expires_at > now() AND b.on_hand - b.reserved >= w.quantity
+	ORDER BY 2, 3, 1, 4`

@@ -138,10 +138,14 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		if res, err = loadReservation(ctx, tx, id); err != nil || ended == "" {
 			return err
 		}
+		if ended != domain.StatusConfirmed {
+			// Released (or expired): the units go to the line first.
+			return s.settleAndOffer(ctx, tx, []string{id}, ended, balancesOf(res) == 1)
+		}
 		if err := settleHolds(ctx, tx, []string{id}, ended, balancesOf(res) == 1); err != nil {
 			return err
 		}
-		if ended != domain.StatusConfirmed || !hasPreorder(res) {
+		if !hasPreorder(res) {
 			return nil
 		}
 		// A pre-order confirmed while stock is already there is filled now
@@ -283,12 +287,16 @@ func (s *Store) ReservationExtend(ctx context.Context, scope domain.Scope, in do
 }
 
 // endHolds moves held reservations (locked by the caller) to a terminal status
-// and settles their stock: closeHolds, then settleHolds.
-func endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
+// and settles their stock: closeHolds, then settleHolds, then, for holds
+// that gave units back, offers them to waiting entries (offerFreed).
+func (s *Store) endHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, reason *domain.ReleaseReason) error {
 	if err := closeHolds(ctx, tx, ids, status, reason); err != nil {
 		return err
 	}
-	return settleHolds(ctx, tx, ids, status, false)
+	if status == domain.StatusConfirmed {
+		return settleHolds(ctx, tx, ids, status, false)
+	}
+	return s.settleAndOffer(ctx, tx, ids, status, false)
 }
 
 // closeHolds does everything of ending held reservations that touches no
@@ -356,16 +364,52 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 // takes the only lock, and the separate ordering statement is skipped — one
 // round trip less while a contended row is held.
 func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
-	if !oneBalance {
-		if _, err := tx.Exec(ctx, `
-			SELECT FROM balances
-			WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
-			ORDER BY sku_id, location_id
-			FOR NO KEY UPDATE`, ids); err != nil {
-			return err
-		}
+	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, settleStatement, ids, status == domain.StatusConfirmed, strings.ToLower(string(status)))
+	return err
+}
+
+// settleAndOffer is settleHolds for holds that gave their units back
+// (released or expired), followed by the offer of those units to the
+// balances' waiting entries (offerFreed). Whether anyone waiting fits is
+// asked in the settling statement's round trip, so with nobody to offer to
+// (the usual case) a release costs no extra round trip while the balance
+// rows are locked.
+func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
+	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
+		return err
+	}
+	f := freed{reservationIDs: ids}
+	b := &pgx.Batch{}
+	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
+	fits := queueFitCheck(b, f)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !*fits {
+		return err
+	}
+	_, err := s.offerNow(ctx, tx, f)
+	return err
+}
+
+// lockHeldBalances locks the balances of the reservations' lines in (sku,
+// location) order, unless oneBalance says there is only one (the settling
+// UPDATE then takes the only lock).
+func lockHeldBalances(ctx context.Context, tx pgx.Tx, ids []string, oneBalance bool) error {
+	if oneBalance {
+		return nil
 	}
 	_, err := tx.Exec(ctx, `
+		SELECT FROM balances
+		WHERE (sku_id, location_id) IN (SELECT sku_id, location_id FROM reservation_lines WHERE reservation_id = ANY($1::uuid[]))
+		ORDER BY sku_id, location_id
+		FOR NO KEY UPDATE`, ids)
+	return err
+}
+
+// settleStatement is settleHolds' one statement: $1 the reservation ids, $2
+// whether they were confirmed, $3 the stock events' cause.
+const settleStatement = `
 		WITH per_res AS (
 			SELECT i.ord, rl.reservation_id, rl.sku_id, rl.location_id,
 			       sum(rl.quantity - rl.preorder_quantity)::int AS stock, sum(rl.preorder_quantity)::int AS preorder
@@ -398,9 +442,7 @@ func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Res
 		FROM later l
 		JOIN b ON b.sku_id = l.sku_id AND b.location_id = l.location_id
 		JOIN reservations r ON r.id = l.reservation_id
-		ORDER BY l.sku_id, l.location_id, l.ord`, ids, status == domain.StatusConfirmed, strings.ToLower(string(status)))
-	return err
-}
+		ORDER BY l.sku_id, l.location_id, l.ord`
 
 func invalidTransition(format string, args ...any) error {
 	return &domain.Error{Code: domain.CodeInvalidTransition, Field: []string{"input", "id"}, Message: fmt.Sprintf(format, args...)}

@@ -31,13 +31,19 @@ func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (
 			return readBalance(ctx, tx, k)
 		}
 		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Quantity, cause: "received", reference: in.Reference})
-		if err != nil || out.PendingSupply == 0 {
+		if err != nil {
 			return out, err
 		}
-		if _, err := supplyArrived(ctx, tx, k, in.Quantity); err != nil {
-			return out, err
+		// Pre-orders were promised first; what is left goes to the line.
+		if out.PendingSupply > 0 {
+			if _, err := supplyArrived(ctx, tx, k, in.Quantity); err != nil {
+				return out, err
+			}
+			if out, err = readBalance(ctx, tx, k); err != nil {
+				return out, err
+			}
 		}
-		return readBalance(ctx, tx, k)
+		return s.offerAndRead(ctx, tx, k, out)
 	})
 	return b, wrap("StockReceive", err)
 }
@@ -99,7 +105,10 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 		if err != nil || in.Delta < 0 {
 			return out, err
 		}
-		return fillPreorders(ctx, tx, k, out)
+		if out, err = fillPreorders(ctx, tx, k, out); err != nil {
+			return out, err
+		}
+		return s.offerAndRead(ctx, tx, k, out)
 	})
 	return b, wrap("StockAdjust", err)
 }

@@ -40,7 +40,7 @@ func (s *Store) StockLevelsSet(ctx context.Context, in domain.SetStockLevelsInpu
 	var out domain.StockLevelsResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = setStockLevels(ctx, tx, in, fp)
+		out, err = s.setStockLevels(ctx, tx, in, fp)
 		return err
 	})
 	return out, wrap("StockLevelsSet", err)
@@ -68,7 +68,7 @@ type levelPair struct {
 	kind              domain.StockKind
 }
 
-func setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStockLevelsInput, fp []byte) (domain.StockLevelsResult, error) {
+func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStockLevelsInput, fp []byte) (domain.StockLevelsResult, error) {
 	var res domain.StockLevelsResult
 	tag, err := tx.Exec(ctx, `INSERT INTO stock_syncs (reference, fingerprint, outcome) VALUES ($1, $2, 'null')
 		ON CONFLICT (reference) DO NOTHING`, in.Reference, fp)
@@ -234,6 +234,28 @@ func setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStockLevelsInpu
 			k := rowKey{p.skuID, p.locationID}
 			if b := changed[k]; b.Preordered > 0 && b.OnHand > p.current {
 				if changed[k], err = fillPreorders(ctx, tx, balanceKey{p.skuID, p.locationID, p.kind}, b); err != nil {
+					return res, err
+				}
+			}
+		}
+		// Then what is left goes to the waitlists' lines, in one statement
+		// for every balance that rose.
+		var rose []balanceKey
+		for _, p := range apply {
+			if in.Levels[p.line].OnHand > p.current {
+				rose = append(rose, balanceKey{p.skuID, p.locationID, p.kind})
+			}
+		}
+		if len(rose) > 0 {
+			offered, err := s.offerFreed(ctx, tx, freedAt(rose...))
+			if err != nil {
+				return res, err
+			}
+			for _, k := range rose {
+				if offered == 0 {
+					break
+				}
+				if changed[rowKey{k.skuID, k.locationID}], err = readBalance(ctx, tx, k); err != nil {
 					return res, err
 				}
 			}
