@@ -111,6 +111,8 @@ type Broker struct {
 	connects    atomic.Int64 // LISTEN connections made
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
+
+	waitlist waitlistWatchers // waitlistChanged subscriptions (waitlist.go)
 }
 
 // Problem says why this instance cannot serve live events right now (it has
@@ -315,6 +317,7 @@ func (b *Broker) listen(ctx context.Context) {
 		}
 		return nil
 	}))
+	l.Handle(domain.WaitlistChannel, &b.waitlist)
 	_ = l.Listen(ctx) // returns ctx.Err() when ctx ends
 }
 
