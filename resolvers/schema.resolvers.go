@@ -260,10 +260,10 @@ func (r *mutationResolver) JoinWaitlist(ctx context.Context, input model.JoinWai
 	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, input.CheckoutID); err != nil {
 		return nil, err
 	}
+	limits := r.FairUse.For(domain.ActorFrom(ctx))
 	entry, replayed, err := r.Waitlists.WaitlistJoin(ctx, domain.JoinWaitlistInput{
 		CheckoutID: input.CheckoutID, RequestKey: input.RequestKey, SKU: input.Sku, Location: input.Location,
-		Quantity: input.Quantity, TTLSeconds: orDefault(input.TTLSeconds, domain.DefaultWaitlistTTL),
-		Limits: r.FairUse.For(domain.ActorFrom(ctx)),
+		Quantity: input.Quantity, TTLSeconds: orDefault(input.TTLSeconds, limits.WaitlistTTL()), Limits: limits,
 	})
 	e, ue, err := outcome(entry, err)
 	return &model.WaitlistPayload{Entry: e, Replayed: replayed, UserErrors: ue}, err

@@ -113,7 +113,7 @@ type JoinWaitlistInput struct {
 	Location *string `json:"location,omitempty"`
 	// 1..1000000; for a checkout token at most INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU less what it holds of the SKU.
 	Quantity int `json:"quantity"`
-	// How long to wait in line: 1..86400 seconds, default 3600 (a checkout token: at most INVENTORY_CHECKOUT_MAX_WAITLIST_TTL).
+	// How long to wait in line: 1..86400 seconds; default 3600, for a checkout token at most INVENTORY_CHECKOUT_MAX_WAITLIST_TTL (also the default when lower).
 	TTLSeconds *int `json:"ttlSeconds,omitempty"`
 }
 
