@@ -405,3 +405,43 @@ func TestWaitlistOfferPushedAcrossInstances(t *testing.T) {
 		t.Fatalf("leave pushed %+v", got)
 	}
 }
+
+// TestWaitlistChangedEndsAtShutdown: when an instance shuts down, its
+// waitlistChanged subscriptions end as the stock event ones do: a WebSocket
+// closes with 1012 (service restart), an SSE stream ends, and neither holds
+// the shutdown up.
+func TestWaitlistChangedEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	other, stop := ts.startInstance()
+	tok := ts.checkoutToken("cart-W")
+	c := dialWS(t, other, tok, false)
+	c.ack()
+	c.subscribe("1", waitlistChangedSub, map[string]any{"c": "cart-W"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sse := openSSE(t, ctx, other, tok, waitlistChangedSub, map[string]any{"c": "cart-W"})
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("shutdown took %s with waitlistChanged subscribers", took)
+	}
+	if code, reason := c.closeCode(5 * time.Second); code != 1012 {
+		t.Fatalf("at shutdown the socket closed with %d %q, want 1012", code, reason)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(sse.Body)
+		for sc.Scan() {
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the SSE stream did not end at shutdown")
+	}
+}

@@ -209,6 +209,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.subsMu.Lock()
 	close(b.stopped)
 	b.subsMu.Unlock()
+	b.waitlist.stop()
 	b.subs.Wait()
 	return nil
 }

@@ -16,17 +16,24 @@ var _ domain.WaitlistSignals = (*Broker)(nil)
 // payload a checkout id) out to this instance's waitlistChanged
 // subscriptions of that checkout. The zero value is ready.
 type waitlistWatchers struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{} // checkout id -> its watchers
+	mu      sync.Mutex
+	subs    map[string]map[chan struct{}]struct{} // checkout id -> its watchers
+	stopped bool                                  // the broker stopped: every channel is closed
 }
 
 // WatchWaitlist implements domain.WaitlistSignals. The channel has room for
 // one signal, so a burst of changes wakes a watcher once and the listener
-// never waits for a watcher that is busy re-reading.
+// never waits for a watcher that is busy re-reading. It is closed when the
+// broker stops (at once if it has), as stock event streams end then.
 func (b *Broker) WatchWaitlist(ctx context.Context, checkoutID string) <-chan struct{} {
 	w := &b.waitlist
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		close(ch)
+		return ch
+	}
 	if w.subs == nil {
 		w.subs = map[string]map[chan struct{}]struct{}{}
 	}
@@ -44,6 +51,19 @@ func (b *Broker) WatchWaitlist(ctx context.Context, checkoutID string) <-chan st
 		}
 	})
 	return ch
+}
+
+// stop closes every watcher's channel; later watchers get a closed one.
+func (w *waitlistWatchers) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for _, set := range w.subs {
+		for ch := range set {
+			close(ch)
+		}
+	}
+	w.subs = nil
 }
 
 // wake signals the watchers of one checkout, or (all) of every checkout.

@@ -15,7 +15,8 @@ import (
 // read is the baseline (what is already so is not pushed) and is made
 // before the subscription is answered. Then it re-reads on every signal and
 // every WaitlistFeedPoll. A failed read is retried at the next signal or
-// poll; the stream ends with ctx.
+// poll; the stream ends with ctx, or when the instance shuts down
+// (ErrStreamStopped: over a WebSocket 1012, as for stock events).
 func (r *Resolver) waitlistChanges(ctx context.Context, checkoutID string) (<-chan *domain.WaitlistEntry, error) {
 	wake := r.WaitlistSignals.WatchWaitlist(ctx, checkoutID)
 	entries, at, err := r.WaitlistFeed.WaitlistEntriesForCheckout(ctx, checkoutID, nil)
@@ -38,7 +39,11 @@ func (r *Resolver) waitlistChanges(ctx context.Context, checkoutID string) (<-ch
 			select {
 			case <-ctx.Done():
 				return
-			case <-wake:
+			case _, ok := <-wake:
+				if !ok { // the instance is shutting down
+					subscriptionEnded(ctx)(&domain.ErrStreamStopped{})
+					return
+				}
 			case <-poll.C:
 			}
 			entries, _, err := r.WaitlistFeed.WaitlistEntriesForCheckout(ctx, checkoutID, &since)
