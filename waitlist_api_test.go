@@ -445,3 +445,54 @@ func TestWaitlistChangedEndsAtShutdown(t *testing.T) {
 		t.Fatal("the SSE stream did not end at shutdown")
 	}
 }
+
+// TestWaitlistChangedSurvivesLostNotifications: a status change that sends
+// no notification (written here straight to the table) is still pushed, by
+// the subscription's WaitlistFeedPoll re-read; and one made while the
+// instance's LISTEN connection is down is pushed as soon as it is made
+// again (the broker wakes every watcher then), not a poll later.
+func TestWaitlistChangedSurvivesLostNotifications(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	b, _ := ts.startInstance()
+	ts.soldOutHTTP("DROP", 1)
+	ts.soldOutHTTP("DROP2", 1)
+	tok := ts.checkoutToken("cart-W")
+	first := mustJoinAs(t, ts.url, tok, joinVars("cart-W", "k1", "DROP", 1))
+	second := mustJoinAs(t, ts.url, tok, joinVars("cart-W", "k2", "DROP2", 1))
+
+	c := dialWS(t, b, tok, false)
+	c.ack()
+	c.subscribe("1", waitlistChangedSub, map[string]any{"c": "cart-W"})
+	time.Sleep(300 * time.Millisecond)
+	end := func(id string) {
+		t.Helper()
+		ts.exec(`UPDATE waitlist_entries SET status = 'left', ended_at = now(), updated_at = now() WHERE id = '` + id + `'`)
+	}
+
+	start := time.Now()
+	end(first.ID)
+	var got waitlistView
+	c.data("waitlistChanged", &got, 8*time.Second)
+	t.Logf("a change without a notification pushed after %s", time.Since(start).Round(time.Millisecond))
+	if got.ID != first.ID || got.Status != "LEFT" {
+		t.Fatalf("pushed %+v, want the first entry LEFT", got)
+	}
+
+	// Right after a poll: the next is WaitlistFeedPoll (5 s) away.
+	start = time.Now()
+	if n := ts.count(`SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity
+		WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()`); n == 0 {
+		t.Fatal("found no LISTEN connection to cut")
+	}
+	end(second.ID)
+	c.data("waitlistChanged", &got, 8*time.Second)
+	took := time.Since(start)
+	t.Logf("a change made while LISTEN was down pushed after %s", took.Round(time.Millisecond))
+	if got.ID != second.ID || got.Status != "LEFT" {
+		t.Fatalf("pushed %+v, want the second entry LEFT", got)
+	}
+	if took > 3500*time.Millisecond {
+		t.Fatalf("pushed %s after the change, want on reconnect (about 1 s), before the next poll", took)
+	}
+}
