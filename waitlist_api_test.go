@@ -496,3 +496,27 @@ func TestWaitlistChangedSurvivesLostNotifications(t *testing.T) {
 		t.Fatalf("pushed %s after the change, want on reconnect (about 1 s), before the next poll", took)
 	}
 }
+
+// TestWaitlistChangedCountedInMetrics: /metrics counts a waitlistChanged
+// subscriber as a live subscriber, beside a stockChanged one.
+func TestWaitlistChangedCountedInMetrics(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	tok := ts.checkoutToken("cart-W")
+	stock := dialWS(t, ts.url, ts.admin, false)
+	stock.ack()
+	stock.subscribe("1", stockChangedSub, map[string]any{"after": 0}) // resumes: runs alone
+	wl := dialWS(t, ts.url, tok, false)
+	wl.ack()
+	wl.subscribe("1", waitlistChangedSub, map[string]any{"c": "cart-W"})
+	deadline := time.Now().Add(5 * time.Second)
+	body := ""
+	for time.Now().Before(deadline) {
+		if _, body = httpGetAs(t, ts.url+"/metrics", ts.admin); strings.Contains(body, "inventory_subscribers 2\n") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	i := strings.Index(body, "\ninventory_subscribers ") + 1
+	t.Fatalf("/metrics does not count both subscribers: %q", body[i:i+min(40, len(body)-i)])
+}

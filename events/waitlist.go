@@ -42,7 +42,11 @@ func (b *Broker) WatchWaitlist(ctx context.Context, checkoutID string) <-chan st
 	}
 	w.subs[checkoutID][ch] = struct{}{}
 	w.mu.Unlock()
+	// A watcher is one live subscription (or one group of them, fanout),
+	// as a stock event reader is: /metrics counts it.
+	b.subscribers.Add(1)
 	context.AfterFunc(ctx, func() {
+		b.subscribers.Add(-1)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		delete(w.subs[checkoutID], ch)
