@@ -27,7 +27,8 @@ const MaxWaitlistFeed = 1000
 type WaitlistFeed interface {
 	// WaitlistEntriesForCheckout returns the checkout's entries that are
 	// waiting or changed at or after since (database time; nil:
-	// WaitlistChangeWindow before the read), in join order,
+	// WaitlistChangeWindow before the read), in join order, without
+	// positions (Position nil: WaitlistEntryGet reads one's),
 	// at most MaxWaitlistFeed, and the database's time of the read.
 	WaitlistEntriesForCheckout(ctx context.Context, checkoutID string, since *time.Time) (entries []WaitlistEntry, at time.Time, err error)
 }

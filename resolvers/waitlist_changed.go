@@ -54,9 +54,15 @@ func (r *Resolver) waitlistChanges(ctx context.Context, checkoutID string) (<-ch
 				if sent[e.ID] == e.Status {
 					continue
 				}
-				sent[e.ID] = e.Status
+				// The feed has no positions: the changed entry is read
+				// whole, as it is now (it may have changed again since).
+				full, err := r.Waitlists.WaitlistEntryGet(ctx, domain.Scope{CheckoutID: checkoutID}, e.ID)
+				if err != nil || full == nil {
+					continue // tried again at the next signal or poll
+				}
+				sent[e.ID] = full.Status
 				select {
-				case out <- &e:
+				case out <- full:
 				case <-ctx.Done():
 					return
 				}

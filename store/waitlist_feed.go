@@ -27,7 +27,10 @@ func notifyWaitlist(ctx context.Context, tx pgx.Tx, entryIDs ...string) error {
 
 // WaitlistEntriesForCheckout reads a checkout's entries that are waiting or
 // were changed at or after since (nil: WaitlistChangeWindow before now), as loadEntry reads one (a waiting entry
-// past its deadline reads EXPIRED, with no position), in join order. The
+// past its deadline reads EXPIRED), in join order, without their positions
+// (Position nil): every subscription runs this every WaitlistFeedPoll, and
+// counting the entries ahead of each in a long line is a walk through it;
+// WaitlistEntryGet reads the position of the few entries that changed. The
 // unique index on (checkout_id, request_key) finds the checkout's entries.
 func (s *Store) WaitlistEntriesForCheckout(ctx context.Context, checkoutID string, since *time.Time) ([]domain.WaitlistEntry, time.Time, error) {
 	var out []domain.WaitlistEntry
@@ -37,13 +40,7 @@ func (s *Store) WaitlistEntriesForCheckout(ctx context.Context, checkoutID strin
 		rows, err := tx.Query(ctx, `
 			SELECT w.id, w.checkout_id, w.request_key, s.code, l.code, w.quantity,
 			       CASE WHEN w.status = 'waiting' AND w.expires_at <= clock_timestamp() THEN 'expired' ELSE w.status END,
-			       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds,
-			       CASE WHEN w.status = 'waiting' AND w.expires_at > clock_timestamp() THEN
-			           (SELECT count(*)::int FROM waitlist_entries o
-			            WHERE o.sku_id = w.sku_id AND o.status = 'waiting' AND o.seq < w.seq AND o.expires_at > clock_timestamp()
-			              AND (w.location_id IS NULL OR o.location_id IS NULL OR o.location_id = w.location_id))
-			       END,
-			       statement_timestamp()
+			       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds, statement_timestamp()
 			FROM waitlist_entries w
 			JOIN skus s ON s.id = w.sku_id
 			LEFT JOIN locations l ON l.id = w.location_id
@@ -57,7 +54,7 @@ func (s *Store) WaitlistEntriesForCheckout(ctx context.Context, checkoutID strin
 			var e domain.WaitlistEntry
 			var status string
 			if err := rows.Scan(&e.ID, &e.CheckoutID, &e.RequestKey, &e.SKU, &e.Location, &e.Quantity, &status,
-				&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &e.Position, &at); err != nil {
+				&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &at); err != nil {
 				return err
 			}
 			e.Status = domain.WaitlistStatus(strings.ToUpper(status))

@@ -99,7 +99,7 @@ func TestWaitlistStatusChangesNotify(t *testing.T) {
 	}
 	b.Stock(t, "W-NOTE2", "L1", 0)
 	waiting := b.mustJoin(t, "n-leave", "k2", "W-NOTE2", "L1", 1)
-	if got, _, err := b.Store.WaitlistEntriesForCheckout(b.Ctx, "n-leave", &future); err != nil || len(got) != 1 || got[0].ID != waiting.ID || *got[0].Position != 0 {
+	if got, _, err := b.Store.WaitlistEntriesForCheckout(b.Ctx, "n-leave", &future); err != nil || len(got) != 1 || got[0].ID != waiting.ID || got[0].Status != domain.WaitlistWaiting || got[0].Position != nil {
 		t.Fatalf("feed of n-leave's waiting entry: %+v %v", got, err)
 	}
 	// Nothing else was notified.
