@@ -113,6 +113,8 @@ type Broker struct {
 	head atomic.Pointer[domain.StockHead] // see StockHead
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
+
+	waitlist waitlistWatchers // waitlistChanged subscriptions (waitlist.go)
 }
 
 // Problem says why this instance cannot serve live events right now (it has
@@ -210,6 +212,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.subsMu.Lock()
 	close(b.stopped)
 	b.subsMu.Unlock()
+	b.waitlist.stop()
 	b.subs.Wait()
 	return nil
 }
@@ -339,6 +342,7 @@ func (b *Broker) listen(ctx context.Context) {
 		}
 		return nil
 	}))
+	l.Handle(domain.WaitlistChannel, &b.waitlist)
 	_ = l.Listen(ctx) // returns ctx.Err() when ctx ends
 }
 

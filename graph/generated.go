@@ -34,6 +34,7 @@ type ResolverRoot interface {
 	OrderLine() OrderLineResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
+	WaitlistEntry() WaitlistEntryResolver
 	WebhookDelivery() WebhookDeliveryResolver
 }
 
@@ -138,6 +139,8 @@ type ComplexityRoot struct {
 		ExtendReservation       func(childComplexity int, input model.ExtendReservationInput) int
 		ImportCodes             func(childComplexity int, input model.ImportCodesInput) int
 		IssueCheckoutToken      func(childComplexity int, checkoutID string, ttlSeconds *int) int
+		JoinWaitlist            func(childComplexity int, input model.JoinWaitlistInput) int
+		LeaveWaitlist           func(childComplexity int, id string) int
 		PauseWebhook            func(childComplexity int, id string, reason *string) int
 		ReceiveStock            func(childComplexity int, input model.ReceiveStockInput) int
 		ReleaseReservation      func(childComplexity int, input model.ReleaseReservationInput) int
@@ -180,6 +183,7 @@ type ComplexityRoot struct {
 		Reservation          func(childComplexity int, id string) int
 		Sku                  func(childComplexity int, code string) int
 		StockEvents          func(childComplexity int, after *int64, first *int) int
+		WaitlistEntry        func(childComplexity int, id string) int
 		WebhookDeliveries    func(childComplexity int, endpointID string, first *int, after *string) int
 		Webhooks             func(childComplexity int) int
 	}
@@ -260,6 +264,7 @@ type ComplexityRoot struct {
 		AvailabilityChanged func(childComplexity int, skus []string, locations []string) int
 		ReservationChanged  func(childComplexity int, checkoutID string) int
 		StockChanged        func(childComplexity int, skus []string, locations []string, after *int64) int
+		WaitlistChanged     func(childComplexity int, checkoutID string) int
 	}
 
 	UserError struct {
@@ -269,6 +274,26 @@ type ComplexityRoot struct {
 		Line      func(childComplexity int) int
 		Message   func(childComplexity int) int
 		Sku       func(childComplexity int) int
+	}
+
+	WaitlistEntry struct {
+		CheckoutID  func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		JoinedAt    func(childComplexity int) int
+		Location    func(childComplexity int) int
+		Position    func(childComplexity int) int
+		Quantity    func(childComplexity int) int
+		RequestKey  func(childComplexity int) int
+		Reservation func(childComplexity int) int
+		SKU         func(childComplexity int) int
+		Status      func(childComplexity int) int
+	}
+
+	WaitlistPayload struct {
+		Entry      func(childComplexity int) int
+		Replayed   func(childComplexity int) int
+		UserErrors func(childComplexity int) int
 	}
 
 	WebhookDelivery struct {
@@ -342,6 +367,8 @@ type MutationResolver interface {
 	DeleteWebhook(ctx context.Context, id string) (*model.WebhookPayload, error)
 	RotateWebhookSecret(ctx context.Context, id string) (*model.WebhookSecretPayload, error)
 	SendTestWebhook(ctx context.Context, id string) (*model.WebhookDeliveryPayload, error)
+	JoinWaitlist(ctx context.Context, input model.JoinWaitlistInput) (*model.WaitlistPayload, error)
+	LeaveWaitlist(ctx context.Context, id string) (*model.WaitlistPayload, error)
 }
 type OrderLineResolver interface {
 	Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error)
@@ -359,11 +386,16 @@ type QueryResolver interface {
 	Balances(ctx context.Context, first *int, after *string) (*domain.BalancePage, error)
 	Webhooks(ctx context.Context) ([]domain.WebhookEndpoint, error)
 	WebhookDeliveries(ctx context.Context, endpointID string, first *int, after *string) ([]domain.WebhookDelivery, error)
+	WaitlistEntry(ctx context.Context, id string) (*domain.WaitlistEntry, error)
 }
 type SubscriptionResolver interface {
 	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
 	ReservationChanged(ctx context.Context, checkoutID string) (<-chan *domain.Reservation, error)
 	AvailabilityChanged(ctx context.Context, skus []string, locations []string) (<-chan *domain.Availability, error)
+	WaitlistChanged(ctx context.Context, checkoutID string) (<-chan *domain.WaitlistEntry, error)
+}
+type WaitlistEntryResolver interface {
+	Reservation(ctx context.Context, obj *domain.WaitlistEntry) (*domain.Reservation, error)
 }
 type WebhookDeliveryResolver interface {
 	ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error)
@@ -787,6 +819,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.IssueCheckoutToken(childComplexity, args["checkoutId"].(string), args["ttlSeconds"].(*int)), true
+	case "Mutation.joinWaitlist":
+		if e.ComplexityRoot.Mutation.JoinWaitlist == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_joinWaitlist_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.JoinWaitlist(childComplexity, args["input"].(model.JoinWaitlistInput)), true
+	case "Mutation.leaveWaitlist":
+		if e.ComplexityRoot.Mutation.LeaveWaitlist == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_leaveWaitlist_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.LeaveWaitlist(childComplexity, args["id"].(string)), true
 	case "Mutation.pauseWebhook":
 		if e.ComplexityRoot.Mutation.PauseWebhook == nil {
 			break
@@ -1084,6 +1138,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.StockEvents(childComplexity, args["after"].(*int64), args["first"].(*int)), true
+	case "Query.waitlistEntry":
+		if e.ComplexityRoot.Query.WaitlistEntry == nil {
+			break
+		}
+
+		args, err := ec.field_Query_waitlistEntry_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WaitlistEntry(childComplexity, args["id"].(string)), true
 	case "Query.webhookDeliveries":
 		if e.ComplexityRoot.Query.WebhookDeliveries == nil {
 			break
@@ -1414,6 +1479,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.StockChanged(childComplexity, args["skus"].([]string), args["locations"].([]string), args["after"].(*int64)), true
+	case "Subscription.waitlistChanged":
+		if e.ComplexityRoot.Subscription.WaitlistChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_waitlistChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.WaitlistChanged(childComplexity, args["checkoutId"].(string)), true
 
 	case "UserError.available":
 		if e.ComplexityRoot.UserError.Available == nil {
@@ -1451,6 +1527,92 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UserError.Sku(childComplexity), true
+
+	case "WaitlistEntry.checkoutId":
+		if e.ComplexityRoot.WaitlistEntry.CheckoutID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.CheckoutID(childComplexity), true
+	case "WaitlistEntry.expiresAt":
+		if e.ComplexityRoot.WaitlistEntry.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.ExpiresAt(childComplexity), true
+	case "WaitlistEntry.id":
+		if e.ComplexityRoot.WaitlistEntry.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.ID(childComplexity), true
+	case "WaitlistEntry.joinedAt":
+		if e.ComplexityRoot.WaitlistEntry.JoinedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.JoinedAt(childComplexity), true
+	case "WaitlistEntry.location":
+		if e.ComplexityRoot.WaitlistEntry.Location == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.Location(childComplexity), true
+	case "WaitlistEntry.position":
+		if e.ComplexityRoot.WaitlistEntry.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.Position(childComplexity), true
+	case "WaitlistEntry.quantity":
+		if e.ComplexityRoot.WaitlistEntry.Quantity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.Quantity(childComplexity), true
+	case "WaitlistEntry.requestKey":
+		if e.ComplexityRoot.WaitlistEntry.RequestKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.RequestKey(childComplexity), true
+	case "WaitlistEntry.reservation":
+		if e.ComplexityRoot.WaitlistEntry.Reservation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.Reservation(childComplexity), true
+	case "WaitlistEntry.sku":
+		if e.ComplexityRoot.WaitlistEntry.SKU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.SKU(childComplexity), true
+	case "WaitlistEntry.status":
+		if e.ComplexityRoot.WaitlistEntry.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.Status(childComplexity), true
+
+	case "WaitlistPayload.entry":
+		if e.ComplexityRoot.WaitlistPayload.Entry == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistPayload.Entry(childComplexity), true
+	case "WaitlistPayload.replayed":
+		if e.ComplexityRoot.WaitlistPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistPayload.Replayed(childComplexity), true
+	case "WaitlistPayload.userErrors":
+		if e.ComplexityRoot.WaitlistPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistPayload.UserErrors(childComplexity), true
 
 	case "WebhookDelivery.at":
 		if e.ComplexityRoot.WebhookDelivery.At == nil {
@@ -1653,6 +1815,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateWebhookInput", ec.unmarshalInputCreateWebhookInput),
 			graphql.NewInputUnmarshaler("ExtendReservationInput", ec.unmarshalInputExtendReservationInput),
 			graphql.NewInputUnmarshaler("ImportCodesInput", ec.unmarshalInputImportCodesInput),
+			graphql.NewInputUnmarshaler("JoinWaitlistInput", ec.unmarshalInputJoinWaitlistInput),
 			graphql.NewInputUnmarshaler("OrderLineSnapshotInput", ec.unmarshalInputOrderLineSnapshotInput),
 			graphql.NewInputUnmarshaler("ReceiveStockInput", ec.unmarshalInputReceiveStockInput),
 			graphql.NewInputUnmarshaler("ReleaseReservationInput", ec.unmarshalInputReleaseReservationInput),
@@ -1849,6 +2012,34 @@ type CheckoutToken {
   expiresAt: Time!
 }
 
+"Where a waitlist entry is: WAITING in line, then once OFFERED (a HELD reservation), LEFT or EXPIRED."
+enum WaitlistStatus {
+  WAITING
+  OFFERED
+  LEFT
+  EXPIRED
+}
+
+"A checkout waiting in line for units of a sold-out SKU. (checkoutId, requestKey) names it; retries with the same inputs return it."
+type WaitlistEntry {
+  "Opaque."
+  id: ID!
+  checkoutId: String!
+  requestKey: String!
+  sku: String!
+  "Null: waits for units at whichever location frees them."
+  location: String
+  quantity: Int!
+  status: WaitlistStatus!
+  "Entries ahead of it that are still waiting; null unless WAITING."
+  position: Int
+  joinedAt: Time!
+  "When it stops waiting (EXPIRED) unless offered or left before."
+  expiresAt: Time!
+  "The HELD reservation it was offered, once OFFERED (owner checkout, service or admin): pay within its expiresAt."
+  reservation: Reservation
+}
+
 type Query {
   "One entry per requested SKU, in request order; null for an unknown SKU. At most 500 SKUs and 100 locations."
   availability(skus: [String!]!, locations: [String!]): [Availability]!
@@ -1877,6 +2068,8 @@ type Query {
   webhooks: [WebhookEndpoint!]!
   "Admin: an endpoint's delivery log, newest first, first (1..100) at a time; pass the id of the last one received as after for the next page. Empty for an unknown endpoint."
   webhookDeliveries(endpointId: ID!, first: Int = 50, after: ID): [WebhookDelivery!]!
+  "Owner checkout, service or admin; null when it does not exist or belongs to another checkout."
+  waitlistEntry(id: ID!): WaitlistEntry
 }
 
 "One page of balances read in one snapshot."
@@ -2187,6 +2380,26 @@ type SetStockLevelsPayload {
   userErrors: [UserError!]!
 }
 
+input JoinWaitlistInput {
+  checkoutId: String!
+  "Names this request: a retry with the same inputs returns the same entry."
+  requestKey: String!
+  sku: String!
+  "Omit to wait for units at any location."
+  location: String
+  "1..1000000; for a checkout token at most INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU less what it holds of the SKU."
+  quantity: Int!
+  "How long to wait in line: 1..86400 seconds; default 3600, for a checkout token at most INVENTORY_CHECKOUT_MAX_WAITLIST_TTL (also the default when lower)."
+  ttlSeconds: Int
+}
+
+type WaitlistPayload {
+  entry: WaitlistEntry
+  "True when this requestKey already named an entry with the same inputs; it is returned in its current state."
+  replayed: Boolean!
+  userErrors: [UserError!]!
+}
+
 type Mutation {
   "Checkout (own checkoutId), service or admin: hold a basket, all lines or none."
   reserve(input: ReserveInput!): ReservePayload!
@@ -2232,6 +2445,15 @@ type Mutation {
   paused or not, and record it in its delivery log; the cursor and failure count stay as they are.
   """
   sendTestWebhook(id: ID!): WebhookDeliveryPayload
+  """
+  Checkout (own checkoutId), service or admin: wait in line for quantity units of a sold-out SKU. Units freed on its
+  balance go to waiting entries first-fit in join order, each as a HELD reservation (reservationChanged and
+  waitlistChanged push it). One live entry per checkout and SKU (ALREADY_EXISTS); enough free now is INVALID_INPUT
+  with available: reserve instead.
+  """
+  joinWaitlist(input: JoinWaitlistInput!): WaitlistPayload!
+  "Owner checkout, service or admin: stop waiting (LEFT). An entry that already ended is returned as it is."
+  leaveWaitlist(id: ID!): WaitlistPayload!
 }
 
 "What an outbound webhook is sent for."
@@ -2353,6 +2575,8 @@ type Subscription {
   locations: sum over these only, as availability.
   """
   availabilityChanged(skus: [String!]!, locations: [String!]): Availability!
+  "Owner checkout, service or admin: the checkout's waitlist entries each time one changes status (joined WAITING, OFFERED, LEFT, EXPIRED)."
+  waitlistChanged(checkoutId: String!): WaitlistEntry!
 }
 `, BuiltIn: false},
 }
@@ -2734,6 +2958,46 @@ func (ec *executionContext) childFields_UserError(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type UserError", field.Name)
 }
 
+func (ec *executionContext) childFields_WaitlistEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WaitlistEntry_id(ctx, field)
+	case "checkoutId":
+		return ec.fieldContext_WaitlistEntry_checkoutId(ctx, field)
+	case "requestKey":
+		return ec.fieldContext_WaitlistEntry_requestKey(ctx, field)
+	case "sku":
+		return ec.fieldContext_WaitlistEntry_sku(ctx, field)
+	case "location":
+		return ec.fieldContext_WaitlistEntry_location(ctx, field)
+	case "quantity":
+		return ec.fieldContext_WaitlistEntry_quantity(ctx, field)
+	case "status":
+		return ec.fieldContext_WaitlistEntry_status(ctx, field)
+	case "position":
+		return ec.fieldContext_WaitlistEntry_position(ctx, field)
+	case "joinedAt":
+		return ec.fieldContext_WaitlistEntry_joinedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_WaitlistEntry_expiresAt(ctx, field)
+	case "reservation":
+		return ec.fieldContext_WaitlistEntry_reservation(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitlistEntry", field.Name)
+}
+
+func (ec *executionContext) childFields_WaitlistPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "entry":
+		return ec.fieldContext_WaitlistPayload_entry(ctx, field)
+	case "replayed":
+		return ec.fieldContext_WaitlistPayload_replayed(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_WaitlistPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitlistPayload", field.Name)
+}
+
 func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3074,6 +3338,34 @@ func (ec *executionContext) field_Mutation_issueCheckoutToken_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_joinWaitlist_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.JoinWaitlistInput, error) {
+			return ec.unmarshalNJoinWaitlistInput2inventoryᚋgraphᚋmodelᚐJoinWaitlistInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_leaveWaitlist_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_pauseWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3410,6 +3702,20 @@ func (ec *executionContext) field_Query_stockEvents_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_waitlistEntry_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_webhookDeliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3503,6 +3809,20 @@ func (ec *executionContext) field_Subscription_stockChanged_args(ctx context.Con
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_waitlistChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "checkoutId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["checkoutId"] = arg0
 	return args, nil
 }
 
@@ -5690,6 +6010,94 @@ func (ec *executionContext) fieldContext_Mutation_sendTestWebhook(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_joinWaitlist(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_joinWaitlist(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().JoinWaitlist(ctx, fc.Args["input"].(model.JoinWaitlistInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WaitlistPayload) graphql.Marshaler {
+			return ec.marshalNWaitlistPayload2ᚖinventoryᚋgraphᚋmodelᚐWaitlistPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_joinWaitlist(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_joinWaitlist_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_leaveWaitlist(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_leaveWaitlist(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().LeaveWaitlist(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WaitlistPayload) graphql.Marshaler {
+			return ec.marshalNWaitlistPayload2ᚖinventoryᚋgraphᚋmodelᚐWaitlistPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_leaveWaitlist(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_leaveWaitlist_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Order_ref(ctx context.Context, field graphql.CollectedField, obj *domain.Order) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6461,6 +6869,50 @@ func (ec *executionContext) fieldContext_Query_webhookDeliveries(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_webhookDeliveries_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_waitlistEntry(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_waitlistEntry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().WaitlistEntry(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WaitlistEntry) graphql.Marshaler {
+			return ec.marshalOWaitlistEntry2ᚖinventoryᚋdomainᚐWaitlistEntry(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_waitlistEntry(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistEntry(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_waitlistEntry_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7809,6 +8261,50 @@ func (ec *executionContext) fieldContext_Subscription_availabilityChanged(ctx co
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_waitlistChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_waitlistChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().WaitlistChanged(ctx, fc.Args["checkoutId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WaitlistEntry) graphql.Marshaler {
+			return ec.marshalNWaitlistEntry2ᚖinventoryᚋdomainᚐWaitlistEntry(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_waitlistChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistEntry(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_waitlistChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _UserError_code(ctx context.Context, field graphql.CollectedField, obj *model.UserError) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7945,6 +8441,355 @@ func (ec *executionContext) _UserError_available(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_UserError_available(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("UserError", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitlistEntry_id(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "ID")
+}
+
+func (ec *executionContext) _WaitlistEntry_checkoutId(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_checkoutId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CheckoutID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_checkoutId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _WaitlistEntry_requestKey(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_requestKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_requestKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _WaitlistEntry_sku(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _WaitlistEntry_location(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_location(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Location, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_location(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "String")
+}
+
+func (ec *executionContext) _WaitlistEntry_quantity(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_quantity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Quantity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_quantity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitlistEntry_status(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v domain.WaitlistStatus) graphql.Marshaler {
+			return ec.marshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "WaitlistStatus")
+}
+
+func (ec *executionContext) _WaitlistEntry_position(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitlistEntry_joinedAt(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_joinedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.JoinedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_joinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WaitlistEntry_expiresAt(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WaitlistEntry_reservation(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_reservation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WaitlistEntry().Reservation(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalOReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_reservation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistEntry",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistPayload_entry(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistPayload_entry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Entry, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WaitlistEntry) graphql.Marshaler {
+			return ec.marshalOWaitlistEntry2ᚖinventoryᚋdomainᚐWaitlistEntry(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistPayload_entry(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistEntry(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistPayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistPayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistPayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistPayload", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _WaitlistPayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistPayload_userErrors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserErrors, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UserError) graphql.Marshaler {
+			return ec.marshalNUserError2ᚕinventoryᚋgraphᚋmodelᚐUserErrorᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistPayload_userErrors(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserError(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *domain.WebhookDelivery) (ret graphql.Marshaler) {
@@ -10209,6 +11054,83 @@ func UnmarshalImportCodesInput(ctx context.Context, raw any) (model.ImportCodesI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputJoinWaitlistInput(ctx context.Context, obj any) (model.JoinWaitlistInput, error) {
+	var it model.JoinWaitlistInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"checkoutId", "requestKey", "sku", "location", "quantity", "ttlSeconds"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "checkoutId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("checkoutId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CheckoutID = data
+		case "requestKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestKey"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestKey = data
+		case "sku":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sku"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sku = data
+		case "location":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("location"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Location = data
+		case "quantity":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("quantity"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Quantity = data
+		case "ttlSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ttlSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TTLSeconds = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalJoinWaitlistInput unmarshals raw into the JoinWaitlistInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalJoinWaitlistInput(ctx context.Context, raw any) (model.JoinWaitlistInput, error) {
+	var out model.JoinWaitlistInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "JoinWaitlistInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputOrderLineSnapshotInput(ctx context.Context, obj any) (model.OrderLineSnapshotInput, error) {
 	var it model.OrderLineSnapshotInput
 	if obj == nil {
@@ -11523,6 +12445,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "joinWaitlist":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_joinWaitlist(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leaveWaitlist":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_leaveWaitlist(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11747,6 +12683,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_webhookDeliveries(ctx, field)
+				})
+		case "waitlistEntry":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_waitlistEntry(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -12275,6 +13217,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_reservationChanged(ctx, fields[0])
 	case "availabilityChanged":
 		return ec._Subscription_availabilityChanged(ctx, fields[0])
+	case "waitlistChanged":
+		return ec._Subscription_waitlistChanged(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -12319,6 +13263,133 @@ func (ec *executionContext) _UserError(ctx context.Context, sel ast.SelectionSet
 		case "available":
 			out.Values[i] = ec._UserError_available(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitlistEntryImplementors = []string{"WaitlistEntry"}
+
+func (ec *executionContext) _WaitlistEntry(ctx context.Context, sel ast.SelectionSet, obj *domain.WaitlistEntry) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitlistEntryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitlistEntry")
+		case "id":
+			out.Values[i] = ec._WaitlistEntry_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "checkoutId":
+			out.Values[i] = ec._WaitlistEntry_checkoutId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "requestKey":
+			out.Values[i] = ec._WaitlistEntry_requestKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sku":
+			out.Values[i] = ec._WaitlistEntry_sku(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "location":
+			out.Values[i] = ec._WaitlistEntry_location(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "quantity":
+			out.Values[i] = ec._WaitlistEntry_quantity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._WaitlistEntry_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "position":
+			out.Values[i] = ec._WaitlistEntry_position(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "joinedAt":
+			out.Values[i] = ec._WaitlistEntry_joinedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._WaitlistEntry_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reservation":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WaitlistEntry_reservation(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitlistPayloadImplementors = []string{"WaitlistPayload"}
+
+func (ec *executionContext) _WaitlistPayload(ctx context.Context, sel ast.SelectionSet, obj *model.WaitlistPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitlistPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitlistPayload")
+		case "entry":
+			out.Values[i] = ec._WaitlistPayload_entry(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._WaitlistPayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userErrors":
+			out.Values[i] = ec._WaitlistPayload_userErrors(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -13218,6 +14289,11 @@ func (ec *executionContext) marshalNInventoryHealth2ᚖinventoryᚋdomainᚐInve
 	return ec._InventoryHealth(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNJoinWaitlistInput2inventoryᚋgraphᚋmodelᚐJoinWaitlistInput(ctx context.Context, v any) (model.JoinWaitlistInput, error) {
+	res, err := ec.unmarshalInputJoinWaitlistInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNLocation2inventoryᚋdomainᚐLocation(ctx context.Context, sel ast.SelectionSet, v domain.Location) graphql.Marshaler {
 	return ec._Location(ctx, sel, &v)
 }
@@ -13673,6 +14749,52 @@ var (
 		domain.CodeAlreadyExists:        "ALREADY_EXISTS",
 		domain.CodeStaleQuantity:        "STALE_QUANTITY",
 		domain.CodeLimitExceeded:        "LIMIT_EXCEEDED",
+	}
+)
+
+func (ec *executionContext) marshalNWaitlistEntry2ᚖinventoryᚋdomainᚐWaitlistEntry(ctx context.Context, sel ast.SelectionSet, v *domain.WaitlistEntry) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WaitlistEntry!")
+		return graphql.Null
+	}
+	return ec._WaitlistEntry(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWaitlistPayload2ᚖinventoryᚋgraphᚋmodelᚐWaitlistPayload(ctx context.Context, sel ast.SelectionSet, v *model.WaitlistPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WaitlistPayload!")
+		return graphql.Null
+	}
+	return ec._WaitlistPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus(ctx context.Context, v any) (domain.WaitlistStatus, error) {
+	tmp, err := gqlscalar.UnmarshalString(v)
+	res := unmarshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus(ctx context.Context, sel ast.SelectionSet, v domain.WaitlistStatus) graphql.Marshaler {
+	_ = sel
+	res := gqlscalar.MarshalString(marshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "WaitlistStatus!")
+	}
+	return res
+}
+
+var (
+	unmarshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus = map[string]domain.WaitlistStatus{
+		"WAITING": domain.WaitlistWaiting,
+		"OFFERED": domain.WaitlistOffered,
+		"LEFT":    domain.WaitlistLeft,
+		"EXPIRED": domain.WaitlistExpired,
+	}
+	marshalNWaitlistStatus2inventoryᚋdomainᚐWaitlistStatus = map[domain.WaitlistStatus]string{
+		domain.WaitlistWaiting: "WAITING",
+		domain.WaitlistOffered: "OFFERED",
+		domain.WaitlistLeft:    "LEFT",
+		domain.WaitlistExpired: "EXPIRED",
 	}
 )
 
@@ -14225,6 +15347,13 @@ func (ec *executionContext) marshalOUpload2ᚖgithubᚗcomᚋ99designsᚋgqlgen�
 	_ = ctx
 	res := graphql.MarshalUpload(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOWaitlistEntry2ᚖinventoryᚋdomainᚐWaitlistEntry(ctx context.Context, sel ast.SelectionSet, v *domain.WaitlistEntry) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._WaitlistEntry(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOWebhookDelivery2ᚖinventoryᚋdomainᚐWebhookDelivery(ctx context.Context, sel ast.SelectionSet, v *domain.WebhookDelivery) graphql.Marshaler {

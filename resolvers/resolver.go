@@ -23,11 +23,16 @@ type Resolver struct {
 	Stock        domain.Stock
 	Reconciler   domain.Reconciler
 	Reservations domain.Reservations
-	UnitCodes    domain.Codes
-	Events       domain.StockEvents
-	Broker       domain.StockEventStream
-	Tokens       TokenIssuer
-	Webhooks     domain.Webhooks
+	// Waitlists is the store's waitlists; WaitlistFeed what waitlistChanged
+	// reads (the store) and WaitlistSignals what wakes it (the broker).
+	Waitlists       domain.Waitlists
+	WaitlistFeed    domain.WaitlistFeed
+	WaitlistSignals domain.WaitlistSignals
+	UnitCodes       domain.Codes
+	Events          domain.StockEvents
+	Broker          domain.StockEventStream
+	Tokens          TokenIssuer
+	Webhooks        domain.Webhooks
 	// WebhookTester sends sendTestWebhook's deliveries.
 	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).

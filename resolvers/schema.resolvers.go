@@ -255,6 +255,30 @@ func (r *mutationResolver) SendTestWebhook(ctx context.Context, id string) (*mod
 	return &model.WebhookDeliveryPayload{Delivery: d, UserErrors: ue}, err
 }
 
+// JoinWaitlist is the resolver for the joinWaitlist field.
+func (r *mutationResolver) JoinWaitlist(ctx context.Context, input model.JoinWaitlistInput) (*model.WaitlistPayload, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, input.CheckoutID); err != nil {
+		return nil, err
+	}
+	limits := r.FairUse.For(domain.ActorFrom(ctx))
+	entry, replayed, err := r.Waitlists.WaitlistJoin(ctx, domain.JoinWaitlistInput{
+		CheckoutID: input.CheckoutID, RequestKey: input.RequestKey, SKU: input.Sku, Location: input.Location,
+		Quantity: input.Quantity, TTLSeconds: orDefault(input.TTLSeconds, limits.WaitlistTTL()), Limits: limits,
+	})
+	e, ue, err := outcome(entry, err)
+	return &model.WaitlistPayload{Entry: e, Replayed: replayed, UserErrors: ue}, err
+}
+
+// LeaveWaitlist is the resolver for the leaveWaitlist field.
+func (r *mutationResolver) LeaveWaitlist(ctx context.Context, id string) (*model.WaitlistPayload, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, ue, err := outcome(r.Waitlists.WaitlistLeave(ctx, scope, id))
+	return &model.WaitlistPayload{Entry: e, UserErrors: ue}, err
+}
+
 // Codes is the resolver for the codes field.
 func (r *orderLineResolver) Codes(ctx context.Context, obj *domain.OrderLine) ([]string, error) {
 	if obj.Kind != domain.KindCodes {
@@ -392,6 +416,15 @@ func (r *queryResolver) WebhookDeliveries(ctx context.Context, endpointID string
 	return list, err
 }
 
+// WaitlistEntry is the resolver for the waitlistEntry field.
+func (r *queryResolver) WaitlistEntry(ctx context.Context, id string) (*domain.WaitlistEntry, error) {
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Waitlists.WaitlistEntryGet(ctx, scope, id)
+}
+
 // StockChanged is the resolver for the stockChanged field.
 func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error) {
 	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
@@ -424,6 +457,26 @@ func (r *subscriptionResolver) AvailabilityChanged(ctx context.Context, skus []s
 	return r.availabilityChanges(ctx, q)
 }
 
+// WaitlistChanged is the resolver for the waitlistChanged field.
+func (r *subscriptionResolver) WaitlistChanged(ctx context.Context, checkoutID string) (<-chan *domain.WaitlistEntry, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
+		return nil, err
+	}
+	return r.waitlistChanges(ctx, checkoutID)
+}
+
+// Reservation is the resolver for the reservation field.
+func (r *waitlistEntryResolver) Reservation(ctx context.Context, obj *domain.WaitlistEntry) (*domain.Reservation, error) {
+	if obj.ReservationID == nil {
+		return nil, nil
+	}
+	scope, err := auth.ReservationScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Reservations.ReservationGetByID(ctx, scope, *obj.ReservationID)
+}
+
 // ID is the resolver for the id field.
 func (r *webhookDeliveryResolver) ID(ctx context.Context, obj *domain.WebhookDelivery) (string, error) {
 	return strconv.FormatInt(obj.ID, 10), nil
@@ -441,6 +494,9 @@ func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 // Subscription returns graph.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscriptionResolver{r} }
 
+// WaitlistEntry returns graph.WaitlistEntryResolver implementation.
+func (r *Resolver) WaitlistEntry() graph.WaitlistEntryResolver { return &waitlistEntryResolver{r} }
+
 // WebhookDelivery returns graph.WebhookDeliveryResolver implementation.
 func (r *Resolver) WebhookDelivery() graph.WebhookDeliveryResolver {
 	return &webhookDeliveryResolver{r}
@@ -451,5 +507,6 @@ type (
 	orderLineResolver       struct{ *Resolver }
 	queryResolver           struct{ *Resolver }
 	subscriptionResolver    struct{ *Resolver }
+	waitlistEntryResolver   struct{ *Resolver }
 	webhookDeliveryResolver struct{ *Resolver }
 )

@@ -92,6 +92,9 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 			return &domain.Error{Code: domain.CodeInvalidInput, SKU: in.SKU, Available: &free, Field: []string{"input", "quantity"},
 				Message: fmt.Sprintf("%d of %s are available %s now, enough for %d: reserve them instead of waiting", free, in.SKU, where, in.Quantity)}
 		}
+		if err := notifyWaitlist(ctx, tx, id); err != nil {
+			return err
+		}
 		entry, err = loadEntry(ctx, tx, id)
 		return err
 	})
@@ -234,6 +237,9 @@ func (s *Store) WaitlistLeave(ctx context.Context, scope domain.Scope, id string
 			UPDATE waitlist_entries
 			SET status = CASE WHEN expires_at <= clock_timestamp() THEN 'expired' ELSE 'left' END, ended_at = now(), updated_at = now()
 			WHERE id = $1 AND status = 'waiting'`, id); err != nil {
+			return err
+		}
+		if err := notifyWaitlist(ctx, tx, id); err != nil {
 			return err
 		}
 		entry, err = loadEntry(ctx, tx, id)

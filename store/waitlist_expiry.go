@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
 )
 
 // WaitlistExpire expires one entry at its deadline if it is still waiting
@@ -34,8 +36,10 @@ func (s *Store) WaitlistExpire(ctx context.Context, id string) (notBefore *time.
 			return nil
 		}
 		expired = true
-		_, err = tx.Exec(ctx, `UPDATE waitlist_entries SET status = 'expired', ended_at = now(), updated_at = now() WHERE id = $1`, id)
-		return err
+		if _, err = tx.Exec(ctx, `UPDATE waitlist_entries SET status = 'expired', ended_at = now(), updated_at = now() WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return notifyWaitlist(ctx, tx, id)
 	})
 	return notBefore, expired, wrap("WaitlistExpire", err)
 }
@@ -45,14 +49,21 @@ func (s *Store) WaitlistExpire(ctx context.Context, id string) (notBefore *time.
 // offer has them) and returns how many. Offers and reads already treat a
 // waiting entry past its deadline as expired; this makes it so in the table.
 func (s *Store) WaitlistExpireDue(ctx context.Context, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE waitlist_entries SET status = 'expired', ended_at = now(), updated_at = now()
-		WHERE id IN (SELECT id FROM waitlist_entries
-		             WHERE status = 'waiting' AND expires_at <= clock_timestamp()
-		             ORDER BY expires_at LIMIT $1
-		             FOR NO KEY UPDATE SKIP LOCKED)`, limit)
+	// Each expired entry's checkout is notified (notifyWaitlist) in the same
+	// statement.
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		WITH expired AS (
+			UPDATE waitlist_entries SET status = 'expired', ended_at = now(), updated_at = now()
+			WHERE id IN (SELECT id FROM waitlist_entries
+			             WHERE status = 'waiting' AND expires_at <= clock_timestamp()
+			             ORDER BY expires_at LIMIT $1
+			             FOR NO KEY UPDATE SKIP LOCKED)
+			RETURNING checkout_id)
+		SELECT coalesce(sum(n), 0)::int FROM (
+			SELECT count(*) AS n, pg_notify('`+domain.WaitlistChannel+`', checkout_id) FROM expired GROUP BY checkout_id) t`, limit).Scan(&n)
 	if err != nil {
 		return 0, wrap("WaitlistExpireDue", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }

@@ -47,6 +47,8 @@ func freedAt(keys ...balanceKey) freed {
 //     concurrent leave or offer may have ended one: the caller then runs
 //     the statement again, see finishOffers), with the id of their new
 //     reservation;
+//   - told notifies each offered entry's checkout (notifyWaitlist; the
+//     first row adds 0 times its count, so that it runs);
 //   - one HELD reservation per offered entry (request key waitlist:<entry
 //     id>, the entry's offer TTL), its line, the balance's reserved count,
 //     a ledger row and a stock event each, written like a reserve's: the
@@ -132,8 +134,10 @@ WITH RECURSIVE target AS (
 	       u.res_id, u.checkout_id
 	FROM upd u JOIN b ON b.sku_id = u.sku_id AND b.location_id = u.location_id
 	ORDER BY u.sku_id, u.location_id, u.seq
+), told AS (
+	SELECT count(pg_notify('` + domain.WaitlistChannel + `', checkout_id))::int AS n FROM (SELECT DISTINCT checkout_id FROM upd) c
 )
-SELECT (SELECT count(*)::int FROM pick), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text
+SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text
 UNION ALL
 SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind
 FROM upd u

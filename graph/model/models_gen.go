@@ -104,6 +104,19 @@ type ImportCodesPayload struct {
 	UserErrors []UserError       `json:"userErrors"`
 }
 
+type JoinWaitlistInput struct {
+	CheckoutID string `json:"checkoutId"`
+	// Names this request: a retry with the same inputs returns the same entry.
+	RequestKey string `json:"requestKey"`
+	Sku        string `json:"sku"`
+	// Omit to wait for units at any location.
+	Location *string `json:"location,omitempty"`
+	// 1..1000000; for a checkout token at most INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU less what it holds of the SKU.
+	Quantity int `json:"quantity"`
+	// How long to wait in line: 1..86400 seconds; default 3600, for a checkout token at most INVENTORY_CHECKOUT_MAX_WAITLIST_TTL (also the default when lower).
+	TTLSeconds *int `json:"ttlSeconds,omitempty"`
+}
+
 type Mutation struct {
 }
 
@@ -232,6 +245,13 @@ type UserError struct {
 	Sku  *string `json:"sku,omitempty"`
 	// What could have been had.
 	Available *int `json:"available,omitempty"`
+}
+
+type WaitlistPayload struct {
+	Entry *domain.WaitlistEntry `json:"entry,omitempty"`
+	// True when this requestKey already named an entry with the same inputs; it is returned in its current state.
+	Replayed   bool        `json:"replayed"`
+	UserErrors []UserError `json:"userErrors"`
 }
 
 type WebhookDeliveryPayload struct {
