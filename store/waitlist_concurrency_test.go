@@ -15,8 +15,9 @@ import (
 	"inventory/testkit"
 )
 
-// TestWaitlistFairUnderConcurrency: a line of entries is joined (the join
-// order recorded in seq), then units come back concurrently — releases from
+// TestWaitlistFairUnderConcurrency: a line of 1,000 entries is joined over
+// two store instances, eight at a time (the join order recorded in seq),
+// then 300 held units and more come back concurrently — releases from
 // several goroutines on two store instances, set-based expiries, receipts
 // and adjustments up, and offers released again so they pass on — while
 // plain reserves race for the same SKU. Afterwards, in SQL:
@@ -34,8 +35,8 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 	b := setup(t)
 	const (
 		sku, loc = "W-RACE", "L1"
-		seeds    = 75 // holds of 2 units each: 150 units, all held
-		entries  = 200
+		seeds    = 150 // holds of 2 units each: 300 units, all held
+		entries  = 1000
 		plain    = 4 // goroutines of plain reserves
 		freers   = 4 // goroutines releasing seed holds
 	)
@@ -49,13 +50,29 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 		seedIDs = append(seedIDs, b.mustCreate(t, fmt.Sprintf("seed-%d", i), "k", ttl, line(sku, loc, 2)).ID)
 	}
 	rng := rand.New(rand.NewPCG(20, 20))
-	for i := range entries {
-		b.mustJoin(t, fmt.Sprintf("w-%03d", i), "k", sku, loc, 2+rng.IntN(3)) // 2..4: single units left over go to plain reserves
+	second := b.secondInstance(t)
+	instances := []*store.Store{b.Store, second}
+	// Joined over both instances, eight at a time: seq records the order
+	// they committed in, which is the line's order.
+	quantities := make([]int, entries)
+	for i := range quantities {
+		quantities[i] = 2 + rng.IntN(3) // 2..4: single units left over go to plain reserves
+	}
+	testkit.Writers(t, 8, func(g int) error {
+		for i := g; i < entries; i += 8 {
+			in := domain.JoinWaitlistInput{CheckoutID: fmt.Sprintf("w-%04d", i), RequestKey: "k", SKU: sku, Location: ptr(loc),
+				Quantity: quantities[i], TTLSeconds: domain.DefaultWaitlistTTL}
+			if _, _, err := instances[i%2].WaitlistJoin(b.Ctx, in); err != nil {
+				return fmt.Errorf("join %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if n := b.sqlInt(t, `SELECT count(*) FROM waitlist_entries WHERE status = 'waiting'`); n != entries {
+		t.Fatalf("%d entries waiting after %d joins", n, entries)
 	}
 	joinedThrough := b.sqlInt(t, `SELECT coalesce(max(id), 0) FROM stock_events`)
 
-	second := b.secondInstance(t)
-	instances := []*store.Store{b.Store, second}
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
