@@ -33,22 +33,24 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	bin         string
-	out         string
-	cellDur     time.Duration
-	clients     []int
-	stormHolds  int
-	stormWait   time.Duration
-	subscribers int // stockChanged subscribers in each fan-out row
-	fanClients  int // clients reserving during the stockChanged fan-out rows
-	viewers     int // availabilityChanged subscribers on the hot SKU
-	viewClients int // clients reserving the hot SKU meanwhile
-	maxConns    int
-	codesRate   int
-	smoke       bool
-	soak        bool          // bench/soak.go instead of the benchmark
-	soakDur     time.Duration // how long the soak's load runs
-	pprofAddr   string        // INVENTORY_PPROF_ADDR of the server, "" for none
+	bin        string
+	out        string
+	cellDur    time.Duration
+	clients    []int
+	stormHolds int
+	// the waitlist row: clients, entries in the line, entries one receipt offers
+	waitlistClients, waitlistEntries, waitlistDrain int
+	stormWait                                       time.Duration
+	subscribers                                     int // stockChanged subscribers in each fan-out row
+	fanClients                                      int // clients reserving during the stockChanged fan-out rows
+	viewers                                         int // availabilityChanged subscribers on the hot SKU
+	viewClients                                     int // clients reserving the hot SKU meanwhile
+	maxConns                                        int
+	codesRate                                       int
+	smoke                                           bool
+	soak                                            bool          // bench/soak.go instead of the benchmark
+	soakDur                                         time.Duration // how long the soak's load runs
+	pprofAddr                                       string        // INVENTORY_PPROF_ADDR of the server, "" for none
 	// the scale-out row (scaleout.go): its topology's directory and first
 	// port (0: derived from the directory), and its client counts
 	clusterDir   string
@@ -96,6 +98,9 @@ func main() {
 	flag.DurationVar(&o.cellDur, "duration", 8*time.Second, "how long each cell runs")
 	flag.StringVar(&clients, "clients", "1,8,32,64", "client counts, comma-separated")
 	flag.IntVar(&o.stormHolds, "storm", 50_000, "holds in the expiry storm")
+	flag.IntVar(&o.waitlistEntries, "waitlist-entries", 10_000, "entries waiting in front of the waitlist row's hot SKU")
+	flag.IntVar(&o.waitlistDrain, "waitlist-drain", 10_000, "single-unit entries one receipt offers in the waitlist row")
+	flag.IntVar(&o.waitlistClients, "waitlist-clients", 32, "clients of the waitlist row")
 	flag.DurationVar(&o.stormWait, "storm-wait", time.Minute, "how long after the storm's deadline to wait for every hold to be released")
 	flag.IntVar(&o.subscribers, "subscribers", 1000, "stockChanged subscribers in each fan-out row (unfiltered, and filtered to one SKU each)")
 	flag.IntVar(&o.fanClients, "fanout-clients", 8, "clients reserving during the stockChanged fan-out rows")
@@ -113,7 +118,7 @@ func main() {
 	flag.StringVar(&o.scaleAltBin, "scaleout-alt-bin", "", "run the scale-out row's three-instance cells with this server binary (an A/B of a change for several instances, against -bin's one instance in the same run)")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, waitlist, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
 	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	flag.Parse()
 	if *ceilingServe {
@@ -127,8 +132,8 @@ func main() {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,storm,scaleout,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, storm, scaleout)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,waitlist,storm,scaleout,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, waitlist, storm, scaleout)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -138,6 +143,7 @@ func main() {
 	}
 	if o.smoke {
 		o.cellDur, clients, o.stormHolds, o.subscribers, o.stormWait = time.Second, "1,4", 300, 20, 30*time.Second
+		o.waitlistEntries, o.waitlistDrain, o.waitlistClients = 200, 200, 4
 		o.fanClients, o.viewers, o.viewClients = 4, 20, 4
 		*scaleClients = "4"
 	}
@@ -262,6 +268,9 @@ func (rep *report) write(ctx context.Context, o options) (failed bool, err error
 		failed = failed || (!r.baseline && r.check != "ok")
 	}
 	if rep.storm != nil && rep.storm.problem != "" {
+		failed = true
+	}
+	if rep.waitlist != nil && rep.waitlist.problem != "" {
 		failed = true
 	}
 	if rep.scaleout != nil {
@@ -491,6 +500,17 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 			logf("under attack (%s): reserve alone p50 %.1f ms p99 %.1f ms; attacked p50 %.1f ms p99 %.1f ms; %.1f anonymous answers/s (%d failed, first: %v); RSS %.0f MB",
 				a.doc, a.alone.lat.quantile(0.5), a.alone.lat.quantile(0.99), a.attacked.lat.quantile(0.5), a.attacked.lat.quantile(0.99),
 				a.anon.opsPerSec(), a.anon.failed, a.anon.firstErr, a.rssMB)
+		}
+	}
+	if ctx.Err() == nil && b.opts.wants("waitlist") {
+		w, err := b.runWaitlist(ctx, b.opts.waitlistClients, b.opts.waitlistEntries, b.opts.waitlistDrain)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: waitlist: "+err.Error())
+		} else {
+			if problem, err := b.checkInvariants(ctx); err != nil || problem != "" {
+				w.problem = strings.TrimPrefix(strings.Join([]string{w.problem, problem, errString(err)}, "; "), "; ")
+			}
+			rep.waitlist = &w
 		}
 	}
 	if ctx.Err() != nil || !b.opts.wants("storm") {

@@ -54,6 +54,8 @@ type report struct {
 	storm   *stormResult
 	fanouts []fanoutResult
 	attack  *attackResult
+	// waitlist is the waitlist row (waitlist.go), nil when it did not run
+	waitlist *waitlistResult
 	// scaleout is the scale-out row (scaleout.go), nil when it did not run
 	scaleout *scaleResult
 	peakRSS  float64
@@ -143,6 +145,9 @@ func (rep *report) markdown() string {
 	}
 	if a := rep.attack; a != nil {
 		b.WriteString(a.markdown())
+	}
+	if w := rep.waitlist; w != nil {
+		b.WriteString(w.markdown())
 	}
 	if r := rep.scaleout; r != nil {
 		b.WriteString(r.markdown())
