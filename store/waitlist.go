@@ -80,6 +80,14 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 				return err
 			}
 		}
+		// Read before the balance lock: its position counts the line ahead
+		// (a walk of up to the whole line), which under the lock made joins
+		// to a long line queue one by one (210 joins/s with 10,000 waiting).
+		// Entries ahead that are offered meanwhile make it one or two too
+		// high, as any read of a moving line may be.
+		if entry, err = loadEntry(ctx, tx, id); err != nil {
+			return err
+		}
 		free, err := lockWaitFree(ctx, tx, skuID, locID)
 		if err != nil {
 			return err
@@ -92,11 +100,7 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 			return &domain.Error{Code: domain.CodeInvalidInput, SKU: in.SKU, Available: &free, Field: []string{"input", "quantity"},
 				Message: fmt.Sprintf("%d of %s are available %s now, enough for %d: reserve them instead of waiting", free, in.SKU, where, in.Quantity)}
 		}
-		if err := notifyWaitlist(ctx, tx, id); err != nil {
-			return err
-		}
-		entry, err = loadEntry(ctx, tx, id)
-		return err
+		return notifyWaitlist(ctx, tx, id)
 	})
 	if errors.Is(err, errTwinWon) {
 		return s.joinReplay(ctx, in, fp)
@@ -153,8 +157,10 @@ func checkWaitlistFairUse(ctx context.Context, tx pgx.Tx, in domain.JoinWaitlist
 	return in.Limits.CheckWaitlistEntries(live)
 }
 
-// lockWaitFree locks the balance row(s) an entry waits on, in location id
-// order (the global lock order), and returns what is free there: at the
+// lockWaitFree share-locks the balance row(s) an entry waits on, in
+// location id order (the global lock order), and returns what is free there
+// (FOR SHARE: joins do not wait for one another, only for the writers that
+// change the balance, every freeing path among them): at the
 // location, or summed over the SKU's locations (what a sourced reserve
 // could take). A located balance row is created if missing, so that the
 // first receipt there waits for this lock too.
@@ -170,7 +176,7 @@ func lockWaitFree(ctx context.Context, tx pgx.Tx, skuID int64, locID *int64) (in
 			SELECT on_hand - reserved AS free FROM balances
 			WHERE sku_id = $1 AND ($2::bigint IS NULL OR location_id = $2)
 			ORDER BY location_id
-			FOR NO KEY UPDATE) b`, skuID, locID).Scan(&free)
+			FOR SHARE) b`, skuID, locID).Scan(&free)
 	return free, err
 }
 
