@@ -35,19 +35,27 @@ func TestWaitlistFairUnderConcurrency(t *testing.T) {
 	b := setup(t)
 	const (
 		sku, loc = "W-RACE", "L1"
-		seeds    = 150 // holds of 2 units each: 300 units, all held
+		seeds    = 150 // holds of 1, 2 or 3 units: 300 units, all held
 		entries  = 1000
 		plain    = 4 // goroutines of plain reserves
 		freers   = 4 // goroutines releasing seed holds
 	)
-	b.Stock(t, sku, loc, 2*seeds)
+	// Seed sizes 1, 2, 3 (spread over released and expiring seeds): a
+	// single unit freed alone fits no entry (they wait for 2..4), so plain
+	// reserves get some.
+	size := func(i int) int { return 1 + (i/3+i)%3 }
+	units := 0
+	for i := range seeds {
+		units += size(i)
+	}
+	b.Stock(t, sku, loc, units)
 	var seedIDs []string
 	for i := range seeds {
 		ttl := 600
 		if i%3 == 0 {
 			ttl = 1 // these expire, set-based, instead of being released
 		}
-		seedIDs = append(seedIDs, b.mustCreate(t, fmt.Sprintf("seed-%d", i), "k", ttl, line(sku, loc, 2)).ID)
+		seedIDs = append(seedIDs, b.mustCreate(t, fmt.Sprintf("seed-%d", i), "k", ttl, line(sku, loc, size(i))).ID)
 	}
 	rng := rand.New(rand.NewPCG(20, 20))
 	second := b.secondInstance(t)

@@ -76,7 +76,7 @@ WITH RECURSIVE target AS (
 	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved AS free
 	FROM balances b JOIN target t ON t.sku_id = b.sku_id AND t.location_id = b.location_id
 	WHERE b.on_hand > b.reserved
-	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting' AND w.quantity <= b.on_hand - b.reserved)
+	  AND (SELECT min(w.quantity) FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting') <= b.on_hand - b.reserved
 ), pick AS (
 	SELECT b.sku_id, b.location_id, e.seq, e.id, b.free - e.quantity AS remaining
 	FROM bal b CROSS JOIN LATERAL (
@@ -94,7 +94,7 @@ WITH RECURSIVE target AS (
 		  AND w.quantity <= p.remaining AND w.expires_at > clock_timestamp()
 		ORDER BY w.seq LIMIT 1) e
 	WHERE p.remaining > 0
-	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = p.sku_id AND w.status = 'waiting' AND w.quantity <= p.remaining)
+	  AND (SELECT min(w.quantity) FROM waitlist_entries w WHERE w.sku_id = p.sku_id AND w.status = 'waiting') <= p.remaining
 ), chosen AS (
 	SELECT DISTINCT ON (id) id, sku_id, location_id, gen_random_uuid() AS res_id
 	FROM pick ORDER BY id, sku_id, location_id
@@ -176,7 +176,12 @@ func (s *Store) offerNow(ctx context.Context, tx pgx.Tx, f freed) (int, error) {
 
 // fitStatement says whether any freed balance has a waiting entry that fits
 // what is free there (the same probe of waitlist_entries_fit_idx the offer
-// statement starts with; location and TTL are the offer's to check).
+// statement starts with; location and TTL are the offer's to check). The
+// probe is the line's smallest quantity against what is free, one index
+// descent whatever the statistics: as EXISTS (… quantity <= free), a plan
+// made before the table was first analyzed read the whole line of the SKU
+// (10,000 entries, 2 ms, under the balance lock of every release and
+// expiry: 500 holds expired in 2.49 s against 0.78 s without a line).
 const fitStatement = `
 SELECT EXISTS (
 	SELECT FROM (
@@ -186,7 +191,7 @@ SELECT EXISTS (
 	) t
 	JOIN balances b ON b.sku_id = t.sku_id AND b.location_id = t.location_id
 	WHERE b.on_hand > b.reserved
-	  AND EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting' AND w.quantity <= b.on_hand - b.reserved))`
+	  AND (SELECT min(w.quantity) FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting') <= b.on_hand - b.reserved)`
 
 // queueFitCheck queues fitStatement on b; the answer is set when b's
 // results are read.
