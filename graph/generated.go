@@ -2472,6 +2472,8 @@ enum WebhookTopic {
   RESERVATION_CONFIRMED
   "Received stock allocated to waiting pre-orders (type preorder.allocated): one delivery per PREORDER_ALLOCATED stock event."
   PREORDER_ALLOCATED
+  "A waitlist entry was offered a HELD reservation (type waitlist.offered): one delivery per offer, with the entry, its checkout and the reservation."
+  WAITLIST_OFFERED
 }
 
 "An outbound webhook receiver. Deliveries follow the stock event stream after cursorSeq, in seq order, signed per Standard Webhooks."
@@ -14878,6 +14880,7 @@ var (
 		"RESERVATION_EXPIRED":   domain.TopicReservationExpired,
 		"RESERVATION_CONFIRMED": domain.TopicReservationConfirmed,
 		"PREORDER_ALLOCATED":    domain.TopicPreorderAllocated,
+		"WAITLIST_OFFERED":      domain.TopicWaitlistOffered,
 	}
 	marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[domain.WebhookTopic]string{
 		domain.TopicStockChanged:         "STOCK_CHANGED",
@@ -14887,6 +14890,7 @@ var (
 		domain.TopicReservationExpired:   "RESERVATION_EXPIRED",
 		domain.TopicReservationConfirmed: "RESERVATION_CONFIRMED",
 		domain.TopicPreorderAllocated:    "PREORDER_ALLOCATED",
+		domain.TopicWaitlistOffered:      "WAITLIST_OFFERED",
 	}
 )
 
