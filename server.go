@@ -205,6 +205,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	m.WatchOperations(st)
 	m.WatchPools(db.all())
 	onWebhookAttempt := m.WatchWebhooks(st)
+	// Offers are made by API requests and by jobs (expiry, sweeper): both
+	// stores report them.
+	waitlistHooks := m.WatchWaitlists(st)
+	st.SetWaitlistHooks(waitlistHooks)
+	jobStore.SetWaitlistHooks(waitlistHooks)
 	riverClient, err := jobs.NewClient(db.river, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,

@@ -384,6 +384,7 @@ func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, sta
 	b := &pgx.Batch{}
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
 	run := queueOffer(b, f)
+	s.queueExpiredOffers(b, ids, status)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}

@@ -54,6 +54,8 @@ type Store struct {
 	// confirm batch's transaction, after its first statements: a fault
 	// injected there shows what a batch failing midway leaves behind.
 	batchHook atomic.Pointer[func(kind string, requests int)]
+	// hooks are told about waitlist offers (SetWaitlistHooks).
+	hooks atomic.Pointer[WaitlistHooks]
 }
 
 // New returns a Store on pool. Set Expiry before it makes holds.

@@ -95,7 +95,7 @@ WITH RECURSIVE target AS (
 	UPDATE waitlist_entries w
 	SET status = 'offered', reservation_id = c.res_id, ended_at = now(), updated_at = now()
 	FROM chosen c WHERE w.id = c.id AND w.status = 'waiting'
-	RETURNING w.id, w.seq, w.checkout_id, w.quantity, w.offer_ttl_seconds, w.fingerprint, c.sku_id, c.location_id, c.res_id
+	RETURNING w.id, w.seq, w.checkout_id, w.quantity, w.offer_ttl_seconds, w.fingerprint, c.sku_id, c.location_id, c.res_id, w.joined_at
 ), res AS (
 	INSERT INTO reservations (id, checkout_id, request_key, fingerprint, expires_at)
 	SELECT res_id, checkout_id, 'waitlist:' || id, fingerprint, clock_timestamp() + make_interval(secs => offer_ttl_seconds)
@@ -125,9 +125,9 @@ WITH RECURSIVE target AS (
 ), told AS (
 	SELECT count(pg_notify('` + domain.WaitlistChannel + `', checkout_id))::int AS n FROM (SELECT DISTINCT checkout_id FROM upd) c
 )
-SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text
+SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text, NULL::float8
 UNION ALL
-SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind
+SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind, extract(epoch FROM clock_timestamp() - u.joined_at)::float8
 FROM upd u
 JOIN res r ON r.id = u.res_id
 JOIN line l ON l.reservation_id = u.res_id
@@ -172,6 +172,7 @@ type offerRun struct {
 	holds     []HoldDeadline
 	codeLines []heldLine
 	lineIDs   []int64
+	waited    []float64 // seconds from join to offer, per offer (metrics)
 }
 
 // queueOffer queues offerStatement on b, so a freeing path can send it in
@@ -187,12 +188,14 @@ func queueOffer(b *pgx.Batch, f freed) *offerRun {
 		var expiresAt *time.Time
 		var quantity *int
 		var kind *string
-		_, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind}, func() error {
+		var waited *float64
+		_, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind, &waited}, func() error {
 			if n != nil {
 				run.picked = *n
 				return nil
 			}
 			run.holds = append(run.holds, HoldDeadline{ReservationID: *resID, At: *expiresAt})
+			run.waited = append(run.waited, *waited)
 			if kindFromDB(*kind) == domain.KindCodes {
 				run.codeLines = append(run.codeLines, heldLine{skuID: *skuID, locationID: *locID, quantity: *quantity, kind: domain.KindCodes})
 				run.lineIDs = append(run.lineIDs, *lineID)
@@ -224,6 +227,7 @@ func (s *Store) finishOffers(ctx context.Context, tx pgx.Tx, f freed, run *offer
 			}
 		}
 		total += len(run.holds)
+		s.reportOffers(run.waited)
 		if run.picked == len(run.holds) {
 			return total, nil
 		}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"inventory/domain"
+)
+
+// WaitlistHooks are told about offers as the store makes them (metrics).
+// Either may be nil. They run inside the offering transaction, once it has
+// written the offers: a transaction that then rolls back and runs again (a
+// deadlock retried by inTx) reports its offers again.
+type WaitlistHooks struct {
+	// Offered is told how long an offered entry waited, from join to offer.
+	Offered func(waited time.Duration)
+	// OffersExpired is told how many offers' holds expired unused.
+	OffersExpired func(n int)
+}
+
+// SetWaitlistHooks installs h (before the store serves requests).
+func (s *Store) SetWaitlistHooks(h WaitlistHooks) { s.hooks.Store(&h) }
+
+// reportOffers tells the hooks how long each offered entry waited.
+func (s *Store) reportOffers(waited []float64) {
+	h := s.hooks.Load()
+	if h == nil || h.Offered == nil {
+		return
+	}
+	for _, w := range waited {
+		h.Offered(time.Duration(w * float64(time.Second)))
+	}
+}
+
+// queueExpiredOffers counts, in the batch that settles expired holds, how
+// many of them were waitlist offers (primary-key probes of rows the
+// transaction already locked), and reports them once the batch is read.
+func (s *Store) queueExpiredOffers(b *pgx.Batch, ids []string, status domain.ReservationStatus) {
+	h := s.hooks.Load()
+	if status != domain.StatusExpired || h == nil || h.OffersExpired == nil {
+		return
+	}
+	b.Queue(`SELECT count(*)::int FROM reservations WHERE id = ANY($1::uuid[]) AND request_key LIKE '`+domain.WaitlistOfferKeyPrefix+`%'`, ids).
+		QueryRow(func(r pgx.Row) error {
+			var n int
+			if err := r.Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				h.OffersExpired(n)
+			}
+			return nil
+		})
+}
+
+// WaitlistTotals is the waitlists at a glance: entries waiting, and the
+// length of the longest line (the SKU with the most waiting).
+type WaitlistTotals struct {
+	Waiting, LongestLine int
+}
+
+// WaitlistTotals reads them in one statement, an index-only pass over the
+// waiting entries (waitlist_entries_line_idx holds only those): its cost is
+// the number waiting, not the history.
+func (s *Store) WaitlistTotals(ctx context.Context) (WaitlistTotals, error) {
+	var t WaitlistTotals
+	err := s.pool.QueryRow(ctx, `
+		SELECT coalesce(sum(n), 0)::int, coalesce(max(n), 0)::int
+		FROM (SELECT count(*) AS n FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id) l`).Scan(&t.Waiting, &t.LongestLine)
+	return t, wrap("WaitlistTotals", err)
+}
