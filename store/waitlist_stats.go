@@ -71,3 +71,39 @@ func (s *Store) WaitlistTotals(ctx context.Context) (WaitlistTotals, error) {
 		FROM (SELECT count(*) AS n FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id) l`).Scan(&t.Waiting, &t.LongestLine)
 	return t, wrap("WaitlistTotals", err)
 }
+
+var _ domain.WaitlistOverview = (*Store)(nil)
+
+// WaitlistLines reads the first longest lines in one statement: the waiting
+// entries counted per SKU (an index-only pass over waitlist_entries_line_idx,
+// which holds only waiting entries), then, for each of the first, the front
+// of its line (one descent of the same index: seq is join order).
+func (s *Store) WaitlistLines(ctx context.Context, first int) ([]domain.WaitlistLine, error) {
+	if first < 1 || first > domain.MaxWaitlistLines {
+		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWaitlistLines)
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH line AS (
+			SELECT sku_id, count(*)::int AS waiting, sum(quantity)::int AS units
+			FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id
+		), top AS (
+			SELECT l.*, s.code FROM line l JOIN skus s ON s.id = l.sku_id
+			ORDER BY l.waiting DESC, s.code LIMIT $1
+		)
+		SELECT t.code, t.waiting, t.units, f.joined_at, floor(extract(epoch FROM now() - f.joined_at))::int
+		FROM top t
+		CROSS JOIN LATERAL (
+			SELECT w.joined_at FROM waitlist_entries w
+			WHERE w.sku_id = t.sku_id AND w.status = 'waiting' ORDER BY w.seq LIMIT 1
+		) f
+		ORDER BY t.waiting DESC, t.code`, first)
+	if err != nil {
+		return nil, wrap("WaitlistLines", err)
+	}
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.WaitlistLine, error) {
+		var l domain.WaitlistLine
+		err := r.Scan(&l.SKU, &l.Waiting, &l.Units, &l.OldestJoinedAt, &l.OldestWaitSeconds)
+		return l, err
+	})
+	return lines, wrap("WaitlistLines", err)
+}
