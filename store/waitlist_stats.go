@@ -61,18 +61,36 @@ type WaitlistTotals struct {
 	Waiting, LongestLine int
 }
 
+const waitlistTotalsStatement = `
+SELECT coalesce(sum(n), 0)::int, coalesce(max(n), 0)::int
+FROM (SELECT count(*) AS n FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id) l`
+
 // WaitlistTotals reads them in one statement, an index-only pass over the
 // waiting entries (waitlist_entries_line_idx holds only those): its cost is
 // the number waiting, not the history.
 func (s *Store) WaitlistTotals(ctx context.Context) (WaitlistTotals, error) {
 	var t WaitlistTotals
-	err := s.pool.QueryRow(ctx, `
-		SELECT coalesce(sum(n), 0)::int, coalesce(max(n), 0)::int
-		FROM (SELECT count(*) AS n FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id) l`).Scan(&t.Waiting, &t.LongestLine)
+	err := s.pool.QueryRow(ctx, waitlistTotalsStatement).Scan(&t.Waiting, &t.LongestLine)
 	return t, wrap("WaitlistTotals", err)
 }
 
 var _ domain.WaitlistOverview = (*Store)(nil)
+
+const waitlistLinesStatement = `
+WITH line AS (
+	SELECT sku_id, count(*)::int AS waiting, sum(quantity)::int AS units
+	FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id
+), top AS (
+	SELECT l.*, s.code FROM line l JOIN skus s ON s.id = l.sku_id
+	ORDER BY l.waiting DESC, s.code LIMIT $1
+)
+SELECT t.code, t.waiting, t.units, f.joined_at, floor(extract(epoch FROM now() - f.joined_at))::int
+FROM top t
+CROSS JOIN LATERAL (
+	SELECT w.joined_at FROM waitlist_entries w
+	WHERE w.sku_id = t.sku_id AND w.status = 'waiting' ORDER BY w.seq LIMIT 1
+) f
+ORDER BY t.waiting DESC, t.code`
 
 // WaitlistLines reads the first longest lines in one statement: the waiting
 // entries counted per SKU (an index-only pass over waitlist_entries_line_idx,
@@ -82,21 +100,7 @@ func (s *Store) WaitlistLines(ctx context.Context, first int) ([]domain.Waitlist
 	if first < 1 || first > domain.MaxWaitlistLines {
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWaitlistLines)
 	}
-	rows, err := s.pool.Query(ctx, `
-		WITH line AS (
-			SELECT sku_id, count(*)::int AS waiting, sum(quantity)::int AS units
-			FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id
-		), top AS (
-			SELECT l.*, s.code FROM line l JOIN skus s ON s.id = l.sku_id
-			ORDER BY l.waiting DESC, s.code LIMIT $1
-		)
-		SELECT t.code, t.waiting, t.units, f.joined_at, floor(extract(epoch FROM now() - f.joined_at))::int
-		FROM top t
-		CROSS JOIN LATERAL (
-			SELECT w.joined_at FROM waitlist_entries w
-			WHERE w.sku_id = t.sku_id AND w.status = 'waiting' ORDER BY w.seq LIMIT 1
-		) f
-		ORDER BY t.waiting DESC, t.code`, first)
+	rows, err := s.pool.Query(ctx, waitlistLinesStatement, first)
 	if err != nil {
 		return nil, wrap("WaitlistLines", err)
 	}
