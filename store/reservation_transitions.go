@@ -382,9 +382,9 @@ func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, sta
 	}
 	f := freed{reservationIDs: ids}
 	b := &pgx.Batch{}
+	s.queueExpiredOffers(b, ids, status)
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
 	run := queueOffer(b, f)
-	s.queueExpiredOffers(b, ids, status)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}

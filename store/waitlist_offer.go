@@ -95,7 +95,7 @@ WITH RECURSIVE target AS (
 	UPDATE waitlist_entries w
 	SET status = 'offered', reservation_id = c.res_id, ended_at = now(), updated_at = now()
 	FROM chosen c WHERE w.id = c.id AND w.status = 'waiting'
-	RETURNING w.id, w.seq, w.checkout_id, w.quantity, w.offer_ttl_seconds, w.fingerprint, c.sku_id, c.location_id, c.res_id, w.joined_at
+	RETURNING w.id, w.seq, w.checkout_id, w.quantity, w.offer_ttl_seconds, w.fingerprint, c.sku_id, c.location_id, c.res_id
 ), res AS (
 	INSERT INTO reservations (id, checkout_id, request_key, fingerprint, expires_at)
 	SELECT res_id, checkout_id, 'waitlist:' || id, fingerprint, clock_timestamp() + make_interval(secs => offer_ttl_seconds)
@@ -127,7 +127,9 @@ WITH RECURSIVE target AS (
 )
 SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text, NULL::float8
 UNION ALL
-SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind, extract(epoch FROM clock_timestamp() - u.joined_at)::float8
+SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind,
+       -- The statement's snapshot of the entry: joined_at never changes.
+       (SELECT extract(epoch FROM clock_timestamp() - w.joined_at) FROM waitlist_entries w WHERE w.id = u.id)::float8
 FROM upd u
 JOIN res r ON r.id = u.res_id
 JOIN line l ON l.reservation_id = u.res_id
