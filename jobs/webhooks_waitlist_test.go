@@ -31,8 +31,9 @@ type waitlistOfferedBody struct {
 // endpoint gets one signed delivery per offer, naming the entry, its
 // checkout, the balance, the quantity and the HELD reservation it was
 // handed, and nothing for the plain reserves of the run (on the waitlisted
-// SKU before anyone waited, and on another SKU after the offers). An
-// endpoint filtered to the other SKU gets no offer.
+// SKU before anyone waited, and on another SKU after the offers, whose
+// request key starts with waitlist: as a client's could before that prefix
+// was reserved). An endpoint filtered to the other SKU gets no offer.
 func TestWebhookWaitlistOfferedPerOffer(t *testing.T) {
 	b := setup(t)
 	b.Store.WebhookAllowPrivate = true
@@ -62,7 +63,12 @@ func TestWebhookWaitlistOfferedPerOffer(t *testing.T) {
 	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: held.ID, Reason: domain.ReasonOther}); err != nil {
 		t.Fatal(err)
 	}
-	b.reserve(t, "plain-x", "X", "L1", 1, 600)
+	// A hold made before the waitlist: prefix was reserved for offers (a
+	// client's own key) is no offer, and does not stop delivery.
+	legacy := b.reserve(t, "plain-x", "X", "L1", 1, 600)
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE reservations SET request_key = 'waitlist:cart-key-1' WHERE id = $1`, legacy.ID); err != nil {
+		t.Fatal(err)
+	}
 	var want []string
 	for id, e := range entries {
 		got, err := b.Store.WaitlistEntryGet(b.Ctx, domain.Scope{}, id)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,15 @@ func (s *Store) reportOffers(waited []float64) {
 	}
 }
 
+// offerEntryOf is, in SQL, the id of the waitlist entry whose offer the
+// reservation r is, from its request key waitlist:<entry id>; NULL for any
+// other key. Reserve refuses that prefix from clients, but a key from before
+// it was reserved may be anything, so only a uuid is cast: callers also
+// check that the entry names r.
+var offerEntryOf = `CASE WHEN r.request_key ~ '^` + domain.WaitlistOfferKeyPrefix +
+	`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN substr(r.request_key, ` +
+	strconv.Itoa(len(domain.WaitlistOfferKeyPrefix)+1) + `)::uuid END`
+
 // queueExpiredOffers counts, in the batch that settles expired holds, how
 // many of them were waitlist offers (primary-key probes of rows the
 // transaction already locked), and reports them once the batch is read.
@@ -42,7 +52,8 @@ func (s *Store) queueExpiredOffers(b *pgx.Batch, ids []string, status domain.Res
 	if status != domain.StatusExpired || h == nil || h.OffersExpired == nil {
 		return
 	}
-	b.Queue(`SELECT count(*)::int FROM reservations WHERE id = ANY($1::uuid[]) AND request_key LIKE '`+domain.WaitlistOfferKeyPrefix+`%'`, ids).
+	b.Queue(`SELECT count(*)::int FROM reservations r JOIN waitlist_entries w ON w.id = `+offerEntryOf+` AND w.reservation_id = r.id
+		WHERE r.id = ANY($1::uuid[])`, ids).
 		QueryRow(func(r pgx.Row) error {
 			var n int
 			if err := r.Scan(&n); err != nil {

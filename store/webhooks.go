@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -370,12 +369,12 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			LEFT JOIN LATERAL (
 				-- An offer's reservation has the request key waitlist:<entry
 				-- id>, which reserve refuses from clients; one primary-key
-				-- probe each, only for an endpoint that wants the topic.
+				-- probe each, only for an endpoint that wants the topic
+				-- (offerEntryOf: a client's key from before that prefix was
+				-- reserved is no offer).
 				SELECT w.id::text, w.checkout_id, w.quantity
 				FROM reservations r JOIN waitlist_entries w
-				  ON w.id = CASE WHEN r.request_key LIKE '`+domain.WaitlistOfferKeyPrefix+`%'
-				                 THEN substr(r.request_key, `+strconv.Itoa(len(domain.WaitlistOfferKeyPrefix)+1)+`)::uuid END
-				 AND w.reservation_id = r.id
+				  ON w.id = `+offerEntryOf+` AND w.reservation_id = r.id
 				WHERE $6 AND e.cause = 'reserved' AND r.id = e.reservation_id
 			) o ON true
 			LEFT JOIN LATERAL (
