@@ -95,3 +95,51 @@ func TestWaitlistMetricsMove(t *testing.T) {
 	check("offer expired", map[string]float64{"inventory_waitlist_waiting": 1, "inventory_waitlist_longest_line": 1,
 		"inventory_waitlist_offers_total": 2, "inventory_waitlist_offers_expired_total": 1, "inventory_waitlist_offer_wait_seconds_count": 2})
 }
+
+// TestWaitlistMetricsCountCommittedOffers: offers count once they commit. A
+// release whose commit fails with a deadlock (a deferred trigger raises it
+// once, at commit) is run again by the store and offers again; the entry is
+// offered once in the database, and the metric says 1.
+func TestWaitlistMetricsCountCommittedOffers(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, "test")
+	m := metrics.New(nil)
+	k.Store.SetWaitlistHooks(m.WatchWaitlists(k.Store))
+	k.Stock(t, "W", "L1", 1)
+	l1 := "L1"
+	held, _, err := k.Store.ReservationCreate(k.Ctx, domain.ReserveInput{CheckoutID: "plain", RequestKey: "k", TTLSeconds: 600,
+		Lines: []domain.ReserveLine{{SKU: "W", Location: &l1, Quantity: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := k.Store.WaitlistJoin(k.Ctx, domain.JoinWaitlistInput{CheckoutID: "wait", RequestKey: "k", SKU: "W", Quantity: 1, TTLSeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Pool.Exec(k.Ctx, `
+		CREATE SEQUENCE fail_once;
+		CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			-- nextval is not rolled back: only the first commit fails.
+			IF nextval('fail_once') = 1 THEN
+				RAISE EXCEPTION 'injected at commit' USING ERRCODE = '40P01';
+			END IF;
+			RETURN NULL;
+		END $$;
+		CREATE CONSTRAINT TRIGGER fail_once AFTER UPDATE ON waitlist_entries
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'offered') EXECUTE FUNCTION fail_once();`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Store.ReservationRelease(k.Ctx, domain.Scope{}, domain.ReleaseInput{ID: held.ID, Reason: domain.ReasonOther}); err != nil {
+		t.Fatal(err)
+	}
+	var calls, offered int
+	if err := k.Pool.QueryRow(k.Ctx, `SELECT (SELECT last_value FROM fail_once), (SELECT count(*) FROM waitlist_entries WHERE status = 'offered')`).Scan(&calls, &offered); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || offered != 1 {
+		t.Fatalf("commits tried: %d, want 2 (one failed); offered entries: %d, want 1", calls, offered)
+	}
+	if got := scrape(t, m.Handler()); got["inventory_waitlist_offers_total"] != 1 || got["inventory_waitlist_offer_wait_seconds_count"] != 1 {
+		t.Fatalf("one offer committed, metrics %v", got)
+	}
+}

@@ -229,7 +229,7 @@ func (s *Store) finishOffers(ctx context.Context, tx pgx.Tx, f freed, run *offer
 			}
 		}
 		total += len(run.holds)
-		s.reportOffers(run.waited)
+		s.reportOffers(tx, run.waited)
 		if run.picked == len(run.holds) {
 			return total, nil
 		}

@@ -11,9 +11,9 @@ import (
 )
 
 // WaitlistHooks are told about offers as the store makes them (metrics).
-// Either may be nil. They run inside the offering transaction, once it has
-// written the offers: a transaction that then rolls back and runs again (a
-// deadlock retried by inTx) reports its offers again.
+// Either may be nil. They run once the offering transaction commits (see
+// reportAfterCommit), so a transaction that rolls back and runs again (a
+// deadlock retried by inTx) reports its offers once.
 type WaitlistHooks struct {
 	// Offered is told how long an offered entry waited, from join to offer.
 	Offered func(waited time.Duration)
@@ -24,15 +24,49 @@ type WaitlistHooks struct {
 // SetWaitlistHooks installs h (before the store serves requests).
 func (s *Store) SetWaitlistHooks(h WaitlistHooks) { s.hooks.Store(&h) }
 
-// reportOffers tells the hooks how long each offered entry waited.
-func (s *Store) reportOffers(waited []float64) {
-	h := s.hooks.Load()
-	if h == nil || h.Offered == nil {
+// commitReports are the reports a transaction made, to be told once it
+// commits. Only its own goroutine appends to them.
+type commitReports struct{ fns []func() }
+
+// reportAfterCommit runs report once tx commits, if inTx runs tx; a
+// transaction inTx rolls back (and runs again, after a deadlock) drops it,
+// so an offer is counted once, when it is real. In any other transaction
+// it runs now.
+func (s *Store) reportAfterCommit(tx pgx.Tx, report func()) {
+	if v, ok := s.afterCommit.Load(tx); ok {
+		r := v.(*commitReports)
+		r.fns = append(r.fns, report)
 		return
 	}
-	for _, w := range waited {
-		h.Offered(time.Duration(w * float64(time.Second)))
+	report()
+}
+
+// reportCommitted tells (committed) or drops the reports of inTx's tx.
+func (s *Store) reportCommitted(tx pgx.Tx, committed bool) {
+	if tx == nil {
+		return
 	}
+	v, ok := s.afterCommit.LoadAndDelete(tx)
+	if !ok || !committed {
+		return
+	}
+	for _, f := range v.(*commitReports).fns {
+		f()
+	}
+}
+
+// reportOffers tells the hooks, once tx commits, how long each offered
+// entry waited.
+func (s *Store) reportOffers(tx pgx.Tx, waited []float64) {
+	h := s.hooks.Load()
+	if h == nil || h.Offered == nil || len(waited) == 0 {
+		return
+	}
+	s.reportAfterCommit(tx, func() {
+		for _, w := range waited {
+			h.Offered(time.Duration(w * float64(time.Second)))
+		}
+	})
 }
 
 // offerEntryOf is, in SQL, the id of the waitlist entry whose offer the
@@ -46,8 +80,8 @@ var offerEntryOf = `CASE WHEN r.request_key ~ '^` + domain.WaitlistOfferKeyPrefi
 
 // queueExpiredOffers counts, in the batch that settles expired holds, how
 // many of them were waitlist offers (primary-key probes of rows the
-// transaction already locked), and reports them once the batch is read.
-func (s *Store) queueExpiredOffers(b *pgx.Batch, ids []string, status domain.ReservationStatus) {
+// transaction already locked), and reports them once tx commits.
+func (s *Store) queueExpiredOffers(tx pgx.Tx, b *pgx.Batch, ids []string, status domain.ReservationStatus) {
 	h := s.hooks.Load()
 	if status != domain.StatusExpired || h == nil || h.OffersExpired == nil {
 		return
@@ -60,7 +94,7 @@ func (s *Store) queueExpiredOffers(b *pgx.Batch, ids []string, status domain.Res
 				return err
 			}
 			if n > 0 {
-				h.OffersExpired(n)
+				s.reportAfterCommit(tx, func() { h.OffersExpired(n) })
 			}
 			return nil
 		})
