@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -67,6 +68,30 @@ func TestAdminDashboardInBrowser(t *testing.T) {
 	}
 	b.waitJS(t, "STALE_QUANTITY shown", `document.querySelector('#a-adjust .result').textContent.includes("STALE_QUANTITY")`, 5*time.Second)
 	b.waitJS(t, "health numbers", `document.getElementById('m-failure').textContent.includes('%') && document.getElementById('m-held').textContent === "1"`, 10*time.Second)
+
+	// The waitlist panel: the longest lines first, each with the entries
+	// waiting, the units they want and how long the front has waited, as
+	// the database has them; the read behind it is the admin's.
+	ts.soldOutHTTP("DROP", 2)
+	ts.soldOutHTTP("GPU", 1)
+	for i, q := range []int{1, 2, 1} {
+		mustJoinAs(t, ts.url, ts.service, joinVars(fmt.Sprint("wl-", i), "k", "DROP", q))
+	}
+	mustJoinAs(t, ts.url, ts.service, joinVars("wl-9", "k", "GPU", 1))
+	b.waitJS(t, "waitlist panel", `/^DROP 3 4 \d+ s\|GPU 1 1 \d+ s$/.test([...document.querySelectorAll('#wl-rows tr')].map((r) => [...r.cells].map((c) => c.textContent).join(' ')).join('|'))`, 10*time.Second)
+	for sku, want := range map[string]int{"DROP": 3, "GPU": 1} {
+		if n := ts.count(`SELECT count(*) FROM waitlist_entries w JOIN skus s ON s.id = w.sku_id WHERE w.status = 'waiting' AND s.code = '` + sku + `'`); n != want {
+			t.Fatalf("%s: %d waiting in the database, the panel showed %d", sku, n, want)
+		}
+	}
+	for who, want := range map[string]string{ts.service: "FORBIDDEN", "": "UNAUTHENTICATED", ts.admin: ""} {
+		if r := ts.gql(who, `{ waitlistLines { sku waiting } }`, nil); r.errorCode() != want {
+			t.Fatalf("waitlistLines: got %q want %q (%+v)", r.errorCode(), want, r.Errors)
+		}
+	}
+	if r := ts.gql(ts.admin, `{ waitlistLines(first: 101) { sku } }`, nil); r.errorCode() != "BAD_REQUEST" {
+		t.Fatalf("waitlistLines(first: 101): %q %+v", r.errorCode(), r.Errors)
+	}
 
 	b.screenshot(t, "admin-dashboard.png")
 	if foreign, total := b.foreign(u.Host); len(foreign) != 0 || total == 0 {

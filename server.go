@@ -205,6 +205,11 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	m.WatchOperations(st)
 	m.WatchPools(db.all())
 	onWebhookAttempt := m.WatchWebhooks(st)
+	// Offers are made by API requests and by jobs (expiry, sweeper): both
+	// stores report them.
+	waitlistHooks := m.WatchWaitlists(st)
+	st.SetWaitlistHooks(waitlistHooks)
+	jobStore.SetWaitlistHooks(waitlistHooks)
 	riverClient, err := jobs.NewClient(db.river, jobs.Config{
 		Reconciler: jobStore, Expirer: jobStore, Sweeper: jobStore, EventsPruner: jobStore, EventsRetention: cfg.EventsRetention,
 		Logger: logger, MaxWorkers: cfg.JobWorkers,
@@ -241,7 +246,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	router := api.NewRouter(api.Config{
 		Answers: answers,
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
-			Waitlists: st, WaitlistFeed: st, WaitlistSignals: broker,
+			Waitlists: st, WaitlistFeed: st, WaitlistSignals: broker, WaitlistOverview: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
 			Live: st, PushInterval: cfg.AvailabilityPushInterval,
 			WebhookTester: &jobs.WebhookTester{Store: st, AllowPrivate: cfg.WebhookAllowPrivate}},

@@ -32,6 +32,10 @@ const (
 	// TopicPreorderAllocated is stock received allocated to pre-orders: one
 	// delivery per PREORDER_ALLOCATED event (per balance and order line).
 	TopicPreorderAllocated WebhookTopic = "PREORDER_ALLOCATED"
+	// TopicWaitlistOffered is a waitlist entry handed a HELD reservation:
+	// one delivery per offer, at the offer's RESERVED event (an offer's
+	// reservation has one line, so one event).
+	TopicWaitlistOffered WebhookTopic = "WAITLIST_OFFERED"
 )
 
 var topicNames = map[WebhookTopic]string{
@@ -42,6 +46,7 @@ var topicNames = map[WebhookTopic]string{
 	TopicReservationExpired:   "reservation.expired",
 	TopicReservationConfirmed: "reservation.confirmed",
 	TopicPreorderAllocated:    "preorder.allocated",
+	TopicWaitlistOffered:      "waitlist.offered",
 }
 
 // Name is the topic as a delivery's "type" carries it, e.g. "stock.changed".

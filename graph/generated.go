@@ -184,6 +184,7 @@ type ComplexityRoot struct {
 		Sku                  func(childComplexity int, code string) int
 		StockEvents          func(childComplexity int, after *int64, first *int) int
 		WaitlistEntry        func(childComplexity int, id string) int
+		WaitlistLines        func(childComplexity int, first *int) int
 		WebhookDeliveries    func(childComplexity int, endpointID string, first *int, after *string) int
 		Webhooks             func(childComplexity int) int
 	}
@@ -290,6 +291,14 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 	}
 
+	WaitlistLine struct {
+		OldestJoinedAt    func(childComplexity int) int
+		OldestWaitSeconds func(childComplexity int) int
+		SKU               func(childComplexity int) int
+		Units             func(childComplexity int) int
+		Waiting           func(childComplexity int) int
+	}
+
 	WaitlistPayload struct {
 		Entry      func(childComplexity int) int
 		Replayed   func(childComplexity int) int
@@ -382,6 +391,7 @@ type QueryResolver interface {
 	CheckoutReservations(ctx context.Context, checkoutID string, first *int, after *string) ([]domain.Reservation, error)
 	Order(ctx context.Context, ref string) (*domain.Order, error)
 	InventoryHealth(ctx context.Context) (*domain.InventoryHealth, error)
+	WaitlistLines(ctx context.Context, first *int) ([]domain.WaitlistLine, error)
 	StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error)
 	Balances(ctx context.Context, first *int, after *string) (*domain.BalancePage, error)
 	Webhooks(ctx context.Context) ([]domain.WebhookEndpoint, error)
@@ -1149,6 +1159,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.WaitlistEntry(childComplexity, args["id"].(string)), true
+	case "Query.waitlistLines":
+		if e.ComplexityRoot.Query.WaitlistLines == nil {
+			break
+		}
+
+		args, err := ec.field_Query_waitlistLines_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WaitlistLines(childComplexity, args["first"].(*int)), true
 	case "Query.webhookDeliveries":
 		if e.ComplexityRoot.Query.WebhookDeliveries == nil {
 			break
@@ -1594,6 +1615,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WaitlistEntry.Status(childComplexity), true
+
+	case "WaitlistLine.oldestJoinedAt":
+		if e.ComplexityRoot.WaitlistLine.OldestJoinedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLine.OldestJoinedAt(childComplexity), true
+	case "WaitlistLine.oldestWaitSeconds":
+		if e.ComplexityRoot.WaitlistLine.OldestWaitSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLine.OldestWaitSeconds(childComplexity), true
+	case "WaitlistLine.sku":
+		if e.ComplexityRoot.WaitlistLine.SKU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLine.SKU(childComplexity), true
+	case "WaitlistLine.units":
+		if e.ComplexityRoot.WaitlistLine.Units == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLine.Units(childComplexity), true
+	case "WaitlistLine.waiting":
+		if e.ComplexityRoot.WaitlistLine.Waiting == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLine.Waiting(childComplexity), true
 
 	case "WaitlistPayload.entry":
 		if e.ComplexityRoot.WaitlistPayload.Entry == nil {
@@ -2060,6 +2112,8 @@ type Query {
   order(ref: String!): Order
   "Admin: holds, overdue holds, allocation failures and the last sweeper pass."
   inventoryHealth: InventoryHealth!
+  "Admin: the longest waitlists, first (1..100) SKUs by entries waiting, most first, then by SKU code. For the /admin dashboard's waitlist panel."
+  waitlistLines(first: Int = 20): [WaitlistLine!]!
   "Admin: published stock events with seq > after (default 0), ascending; first is 1..1000. For polling clients."
   stockEvents(after: Int64, first: Int = 100): [StockEvent!]!
   "Admin: every balance, by SKU then location code, first (1..1000) at a time after the cursor of the previous page. For the /admin dashboard."
@@ -2456,6 +2510,19 @@ type Mutation {
   leaveWaitlist(id: ID!): WaitlistPayload!
 }
 
+"One SKU's waitlist at a glance (admin)."
+type WaitlistLine {
+  sku: String!
+  "Entries waiting in line."
+  waiting: Int!
+  "Units they wait for, summed."
+  units: Int!
+  "When the entry at the front of the line joined."
+  oldestJoinedAt: Time!
+  "How long ago that was, in whole seconds, by the database's clock."
+  oldestWaitSeconds: Int!
+}
+
 "What an outbound webhook is sent for."
 enum WebhookTopic {
   "Every stock event (type stock.changed), narrowed by the endpoint's skus and locations."
@@ -2472,6 +2539,8 @@ enum WebhookTopic {
   RESERVATION_CONFIRMED
   "Received stock allocated to waiting pre-orders (type preorder.allocated): one delivery per PREORDER_ALLOCATED stock event."
   PREORDER_ALLOCATED
+  "A waitlist entry was offered a HELD reservation (type waitlist.offered): one delivery per offer, with the entry, its checkout and the reservation."
+  WAITLIST_OFFERED
 }
 
 "An outbound webhook receiver. Deliveries follow the stock event stream after cursorSeq, in seq order, signed per Standard Webhooks."
@@ -2984,6 +3053,22 @@ func (ec *executionContext) childFields_WaitlistEntry(ctx context.Context, field
 		return ec.fieldContext_WaitlistEntry_reservation(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WaitlistEntry", field.Name)
+}
+
+func (ec *executionContext) childFields_WaitlistLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "sku":
+		return ec.fieldContext_WaitlistLine_sku(ctx, field)
+	case "waiting":
+		return ec.fieldContext_WaitlistLine_waiting(ctx, field)
+	case "units":
+		return ec.fieldContext_WaitlistLine_units(ctx, field)
+	case "oldestJoinedAt":
+		return ec.fieldContext_WaitlistLine_oldestJoinedAt(ctx, field)
+	case "oldestWaitSeconds":
+		return ec.fieldContext_WaitlistLine_oldestWaitSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitlistLine", field.Name)
 }
 
 func (ec *executionContext) childFields_WaitlistPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3713,6 +3798,20 @@ func (ec *executionContext) field_Query_waitlistEntry_args(ctx context.Context, 
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_waitlistLines_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -6711,6 +6810,50 @@ func (ec *executionContext) fieldContext_Query_inventoryHealth(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_waitlistLines(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_waitlistLines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().WaitlistLines(ctx, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []domain.WaitlistLine) graphql.Marshaler {
+			return ec.marshalNWaitlistLine2ᚕinventoryᚋdomainᚐWaitlistLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_waitlistLines(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistLine(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_waitlistLines_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_stockEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8703,6 +8846,121 @@ func (ec *executionContext) fieldContext_WaitlistEntry_reservation(_ context.Con
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistLine_sku(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLine_sku(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SKU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLine_sku(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _WaitlistLine_waiting(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLine_waiting(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Waiting, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLine_waiting(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitlistLine_units(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLine_units(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Units, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLine_units(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WaitlistLine_oldestJoinedAt(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLine_oldestJoinedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OldestJoinedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLine_oldestJoinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WaitlistLine_oldestWaitSeconds(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLine_oldestWaitSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OldestWaitSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLine_oldestWaitSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "Int")
 }
 
 func (ec *executionContext) _WaitlistPayload_entry(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistPayload) (ret graphql.Marshaler) {
@@ -12660,6 +12918,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_inventoryHealth(ctx, field)
 				})
+		case "waitlistLines":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_waitlistLines(ctx, field)
+				})
 		case "stockEvents":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -13349,6 +13613,59 @@ func (ec *executionContext) _WaitlistEntry(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WaitlistEntry_reservation(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitlistLineImplementors = []string{"WaitlistLine"}
+
+func (ec *executionContext) _WaitlistLine(ctx context.Context, sel ast.SelectionSet, obj *domain.WaitlistLine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitlistLineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitlistLine")
+		case "sku":
+			out.Values[i] = ec._WaitlistLine_sku(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "waiting":
+			out.Values[i] = ec._WaitlistLine_waiting(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "units":
+			out.Values[i] = ec._WaitlistLine_units(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "oldestJoinedAt":
+			out.Values[i] = ec._WaitlistLine_oldestJoinedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "oldestWaitSeconds":
+			out.Values[i] = ec._WaitlistLine_oldestWaitSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14760,6 +15077,26 @@ func (ec *executionContext) marshalNWaitlistEntry2ᚖinventoryᚋdomainᚐWaitli
 	return ec._WaitlistEntry(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNWaitlistLine2inventoryᚋdomainᚐWaitlistLine(ctx context.Context, sel ast.SelectionSet, v domain.WaitlistLine) graphql.Marshaler {
+	return ec._WaitlistLine(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWaitlistLine2ᚕinventoryᚋdomainᚐWaitlistLineᚄ(ctx context.Context, sel ast.SelectionSet, v []domain.WaitlistLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWaitlistLine2inventoryᚋdomainᚐWaitlistLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNWaitlistPayload2ᚖinventoryᚋgraphᚋmodelᚐWaitlistPayload(ctx context.Context, sel ast.SelectionSet, v *model.WaitlistPayload) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "WaitlistPayload!")
@@ -14878,6 +15215,7 @@ var (
 		"RESERVATION_EXPIRED":   domain.TopicReservationExpired,
 		"RESERVATION_CONFIRMED": domain.TopicReservationConfirmed,
 		"PREORDER_ALLOCATED":    domain.TopicPreorderAllocated,
+		"WAITLIST_OFFERED":      domain.TopicWaitlistOffered,
 	}
 	marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[domain.WebhookTopic]string{
 		domain.TopicStockChanged:         "STOCK_CHANGED",
@@ -14887,6 +15225,7 @@ var (
 		domain.TopicReservationExpired:   "RESERVATION_EXPIRED",
 		domain.TopicReservationConfirmed: "RESERVATION_CONFIRMED",
 		domain.TopicPreorderAllocated:    "PREORDER_ALLOCATED",
+		domain.TopicWaitlistOffered:      "WAITLIST_OFFERED",
 	}
 )
 

@@ -194,6 +194,20 @@ type reservationData struct {
 	Lines         []store.WebhookLine `json:"lines"`
 }
 
+// waitlistOfferedData is the data of a waitlist.offered delivery: the entry,
+// its checkout, and the HELD reservation it was handed (Quantity units of
+// SKU at Location, the offer's balance).
+type waitlistOfferedData struct {
+	Seq           int64     `json:"seq"`
+	EntryID       string    `json:"entryId"`
+	CheckoutID    string    `json:"checkoutId"`
+	ReservationID string    `json:"reservationId"`
+	SKU           string    `json:"sku"`
+	Location      string    `json:"location"`
+	Quantity      int       `json:"quantity"`
+	At            time.Time `json:"at"`
+}
+
 func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
 	b, _ := json.Marshal(struct { //nolint:errchkjson // plain structs, cannot fail
 		Type      string    `json:"type"`
@@ -216,7 +230,8 @@ type WebhookMessage struct {
 
 // WebhookMessages are the deliveries event e makes to endpoint t, in topic
 // order: stock.changed, stock.low, stock.out, stock.back_in,
-// reservation.expired, reservation.confirmed, preorder.allocated.
+// reservation.expired, reservation.confirmed, preorder.allocated,
+// waitlist.offered.
 func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessage {
 	var out []WebhookMessage
 	add := func(topic domain.WebhookTopic, data any) {
@@ -254,6 +269,9 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 	}
 	if e.Cause == domain.CausePreorderAllocated {
 		add(domain.TopicPreorderAllocated, changedData(e))
+	}
+	if o := e.Offer; o != nil && e.ReservationID != nil {
+		add(domain.TopicWaitlistOffered, waitlistOfferedData{e.Seq, o.EntryID, o.CheckoutID, *e.ReservationID, e.SKU, e.Location, o.Quantity, e.At.UTC()})
 	}
 	return out
 }

@@ -28,11 +28,13 @@ type Resolver struct {
 	Waitlists       domain.Waitlists
 	WaitlistFeed    domain.WaitlistFeed
 	WaitlistSignals domain.WaitlistSignals
-	UnitCodes       domain.Codes
-	Events          domain.StockEvents
-	Broker          domain.StockEventStream
-	Tokens          TokenIssuer
-	Webhooks        domain.Webhooks
+	// WaitlistOverview is what the admin waitlist panel reads.
+	WaitlistOverview domain.WaitlistOverview
+	UnitCodes        domain.Codes
+	Events           domain.StockEvents
+	Broker           domain.StockEventStream
+	Tokens           TokenIssuer
+	Webhooks         domain.Webhooks
 	// WebhookTester sends sendTestWebhook's deliveries.
 	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).

@@ -371,6 +371,14 @@ func (r *queryResolver) InventoryHealth(ctx context.Context) (*domain.InventoryH
 	return &h, err
 }
 
+// WaitlistLines is the resolver for the waitlistLines field.
+func (r *queryResolver) WaitlistLines(ctx context.Context, first *int) ([]domain.WaitlistLine, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	return r.WaitlistOverview.WaitlistLines(ctx, orDefault(first, domain.DefaultWaitlistLines))
+}
+
 // StockEvents is the resolver for the stockEvents field.
 func (r *queryResolver) StockEvents(ctx context.Context, after *int64, first *int) ([]domain.StockEvent, error) {
 	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {

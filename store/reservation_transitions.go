@@ -383,6 +383,7 @@ func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, sta
 	}
 	f := freed{reservationIDs: ids}
 	b := &pgx.Batch{}
+	s.queueExpiredOffers(tx, b, ids, status)
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
 	fits := queueFitCheck(b, f)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || !*fits {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,11 @@ type Store struct {
 	// confirm batch's transaction, after its first statements: a fault
 	// injected there shows what a batch failing midway leaves behind.
 	batchHook atomic.Pointer[func(kind string, requests int)]
+	// hooks are told about waitlist offers (SetWaitlistHooks).
+	hooks atomic.Pointer[WaitlistHooks]
+	// afterCommit holds, per transaction inTx is running, the reports to
+	// make once it commits (reportAfterCommit).
+	afterCommit sync.Map
 }
 
 // New returns a Store on pool. Set Expiry before it makes holds.
@@ -89,7 +95,9 @@ func (s *Store) inBatch(kind string, requests int) {
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
+		var cur pgx.Tx
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { cur = tx; s.afterCommit.Store(tx, &commitReports{}); return fn(tx) })
+		s.reportCommitted(cur, err == nil) // what fn counted, once it committed (waitlist_stats.go)
 		if err == nil || !retryable(err) || attempt >= s.maxAttempts {
 			return err
 		}

@@ -137,9 +137,11 @@ WITH RECURSIVE target AS (
 ), told AS (
 	SELECT count(pg_notify('` + domain.WaitlistChannel + `', checkout_id))::int AS n FROM (SELECT DISTINCT checkout_id FROM upd) c
 )
-SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text
+SELECT (SELECT count(*)::int FROM pick) + (SELECT 0 * n FROM told), NULL::uuid, NULL::bigint, NULL::timestamptz, NULL::bigint, NULL::bigint, NULL::int, NULL::text, NULL::float8
 UNION ALL
-SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind
+SELECT NULL, u.res_id, l.id, r.expires_at, u.sku_id, u.location_id, u.quantity, s.kind,
+       -- The statement's snapshot of the entry: joined_at never changes.
+       (SELECT extract(epoch FROM clock_timestamp() - w.joined_at) FROM waitlist_entries w WHERE w.id = u.id)::float8
 FROM upd u
 JOIN res r ON r.id = u.res_id
 JOIN line l ON l.reservation_id = u.res_id
@@ -223,6 +225,7 @@ type offerRun struct {
 	holds     []HoldDeadline
 	codeLines []heldLine
 	lineIDs   []int64
+	waited    []float64 // seconds from join to offer, per offer (metrics)
 }
 
 // queueOffer queues offerStatement on b, so a freeing path can send it in
@@ -238,12 +241,14 @@ func queueOffer(b *pgx.Batch, f freed) *offerRun {
 		var expiresAt *time.Time
 		var quantity *int
 		var kind *string
-		_, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind}, func() error {
+		var waited *float64
+		_, err := pgx.ForEachRow(rows, []any{&n, &resID, &lineID, &expiresAt, &skuID, &locID, &quantity, &kind, &waited}, func() error {
 			if n != nil {
 				run.picked = *n
 				return nil
 			}
 			run.holds = append(run.holds, HoldDeadline{ReservationID: *resID, At: *expiresAt})
+			run.waited = append(run.waited, *waited)
 			if kindFromDB(*kind) == domain.KindCodes {
 				run.codeLines = append(run.codeLines, heldLine{skuID: *skuID, locationID: *locID, quantity: *quantity, kind: domain.KindCodes})
 				run.lineIDs = append(run.lineIDs, *lineID)
@@ -275,6 +280,7 @@ func (s *Store) finishOffers(ctx context.Context, tx pgx.Tx, f freed, run *offer
 			}
 		}
 		total += len(run.holds)
+		s.reportOffers(tx, run.waited)
 		if run.picked == len(run.holds) {
 			return total, nil
 		}

@@ -265,6 +265,16 @@ type WebhookEvent struct {
 	// LowStockThreshold is the SKU's own stock.low threshold as it is now;
 	// nil: the endpoint's.
 	LowStockThreshold *int
+	// Offer is the waitlist offer a RESERVED event is, nil for any other
+	// event (read only for endpoints with waitlist.offered).
+	Offer *WebhookOffer
+}
+
+// WebhookOffer is the waitlist entry a reservation was offered to.
+type WebhookOffer struct {
+	EntryID    string
+	CheckoutID string
+	Quantity   int
 }
 
 // WebhookLine is one balance change of a reservation's transition.
@@ -353,14 +363,26 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			          WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq >= e.seq AND f.cause = e.cause
 			            AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
 			            AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
-			       END AS lines
+			       END AS lines,
+			       o.id, o.checkout_id, o.quantity
 			FROM sel e
+			LEFT JOIN LATERAL (
+				-- An offer's reservation has the request key waitlist:<entry
+				-- id>, which reserve refuses from clients; one primary-key
+				-- probe each, only for an endpoint that wants the topic
+				-- (offerEntryOf: a client's key from before that prefix was
+				-- reserved is no offer).
+				SELECT w.id::text, w.checkout_id, w.quantity
+				FROM reservations r JOIN waitlist_entries w
+				  ON w.id = `+offerEntryOf+` AND w.reservation_id = r.id
+				WHERE $6 AND e.cause = 'reserved' AND r.id = e.reservation_id
+			) o ON true
 			LEFT JOIN LATERAL (
 				SELECT p.on_hand - p.reserved AS available, p.seq FROM stock_events p
 				WHERE p.sku_id = e.sku_id AND p.location_id = e.location_id AND p.seq IS NOT NULL AND p.seq < e.seq
 				ORDER BY p.seq DESC LIMIT 1
 			) p ON true
-			ORDER BY e.seq`, t.Cursor, scanned, skus, locations, pruned)
+			ORDER BY e.seq`, t.Cursor, scanned, skus, locations, pruned, t.Has(domain.TopicWaitlistOffered))
 		if err != nil {
 			return err
 		}
@@ -368,8 +390,13 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			var e WebhookEvent
 			var cause string
 			var lines []byte
+			var entryID, checkoutID *string
+			var quantity *int
 			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.LowStockThreshold,
-				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines)
+				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines, &entryID, &checkoutID, &quantity)
+			if err == nil && entryID != nil {
+				e.Offer = &WebhookOffer{EntryID: *entryID, CheckoutID: *checkoutID, Quantity: *quantity}
+			}
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
 			if err == nil && e.FirstOfReservation && lines != nil {
 				err = json.Unmarshal(lines, &e.Lines)

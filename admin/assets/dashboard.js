@@ -246,6 +246,40 @@ async function pollReconciliation() {
   setTimeout(pollReconciliation, RECON_EVERY);
 }
 
+// ---- waitlists ---------------------------------------------------------
+
+const WAITLISTS = `{ waitlistLines(first: 20) { sku waiting units oldestJoinedAt oldestWaitSeconds } }`;
+
+// pollWaitlists shows the 20 longest lines (waitlistLines), every
+// HEALTH_EVERY: entries waiting, units they want, and how long the one at
+// the front has waited.
+async function pollWaitlists() {
+  try {
+    const lines = (await gql(WAITLISTS)).waitlistLines;
+    $("wl-rows").replaceChildren(...lines.map((l) => {
+      const tr = document.createElement("tr");
+      tr.dataset.sku = l.sku;
+      for (const [cls, text] of [["wl-sku", l.sku], ["wl-waiting num", l.waiting], ["wl-units num", l.units], ["wl-oldest num", waited(l.oldestWaitSeconds)]]) {
+        const td = document.createElement("td");
+        td.className = cls;
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      tr.lastChild.title = "joined " + new Date(l.oldestJoinedAt).toLocaleString();
+      return tr;
+    }));
+    $("wl-summary").textContent = lines.length === 0 ? "nobody waiting" : "the " + lines.length + " longest lines (at most 20)";
+  } catch (e) { console.warn(e); }
+  setTimeout(pollWaitlists, HEALTH_EVERY);
+}
+
+// waited spells a wait in seconds as s, min or h + min.
+function waited(s) {
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.floor(s / 60) + " min";
+  return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+}
+
 // ---- quick actions -----------------------------------------------------
 
 const BALANCE_FIELDS = "balance { sku location onHand reserved available pendingSupply preordered } userErrors { code message }";
@@ -312,4 +346,5 @@ window.addEventListener("resize", render);
   connect();
   pollHealth();
   pollReconciliation();
+  pollWaitlists();
 })();

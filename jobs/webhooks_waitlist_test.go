@@ -1,0 +1,141 @@
+package jobs_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"inventory/domain"
+	"inventory/testkit"
+	"inventory/webhooks"
+)
+
+// waitlistOfferedBody is a waitlist.offered delivery.
+type waitlistOfferedBody struct {
+	Type string `json:"type"`
+	Data struct {
+		Seq           int64  `json:"seq"`
+		EntryID       string `json:"entryId"`
+		CheckoutID    string `json:"checkoutId"`
+		ReservationID string `json:"reservationId"`
+		SKU           string `json:"sku"`
+		Location      string `json:"location"`
+		Quantity      int    `json:"quantity"`
+	} `json:"data"`
+}
+
+// A release that frees two units offers them first-fit (the first and third
+// entries; the second needs two and keeps its place): the waitlist.offered
+// endpoint gets one signed delivery per offer, naming the entry, its
+// checkout, the balance, the quantity and the HELD reservation it was
+// handed, and nothing for the plain reserves of the run (on the waitlisted
+// SKU before anyone waited, and on another SKU after the offers, whose
+// request key starts with waitlist: as a client's could before that prefix
+// was reserved). An endpoint filtered to the other SKU gets no offer.
+func TestWebhookWaitlistOfferedPerOffer(t *testing.T) {
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	b.Catalog(t, domain.KindQuantity, []string{"W", "X"}, "L1")
+	rcv, other := testkit.NewWebhookReceiver(t), testkit.NewWebhookReceiver(t)
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicWaitlistOffered}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: other.URL, Topics: []domain.WebhookTopic{domain.TopicWaitlistOffered}, SKUs: []string{"X"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sku := range []string{"W", "X"} {
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: sku, Location: "L1", Quantity: 2, Reference: "r-" + sku}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := b.reserve(t, "plain-w", "W", "L1", 2, 600) // sold out: the line forms
+	entries := map[string]domain.WaitlistEntry{}
+	for i, q := range []int{1, 2, 1} {
+		e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: fmt.Sprint("wait-", i), RequestKey: "k", SKU: "W", Quantity: q, TTLSeconds: 600})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		entries[e.ID] = e
+	}
+	if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: held.ID, Reason: domain.ReasonOther}); err != nil {
+		t.Fatal(err)
+	}
+	// A hold made before the waitlist: prefix was reserved for offers (a
+	// client's own key) is no offer, and does not stop delivery.
+	legacy := b.reserve(t, "plain-x", "X", "L1", 1, 600)
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE reservations SET request_key = 'waitlist:cart-key-1' WHERE id = $1`, legacy.ID); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for id, e := range entries {
+		got, err := b.Store.WaitlistEntryGet(b.Ctx, domain.Scope{}, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == domain.WaitlistOffered {
+			want = append(want, fmt.Sprintf("%s %s %s W L1 %d", id, e.CheckoutID, *got.ReservationID, e.Quantity))
+		}
+	}
+	slices.Sort(want)
+	if len(want) != 2 {
+		t.Fatalf("offers %q, want 2", want)
+	}
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	events := b.Published(t, 0)
+	head := events[len(events)-1].Seq
+	bySeq := map[int64]domain.StockEvent{}
+	for _, e := range events {
+		bySeq[e.Seq] = e
+	}
+
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
+	b.startClient(t, cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, err := b.Store.WebhookList(b.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, w := range list {
+			done = done && w.CursorSeq == head
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursors %+v after 20s, head %d", list, head)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var got []string
+	for i, r := range rcv.Requests() {
+		if err := webhooks.Verify(created.Secret, r.ID, r.Timestamp, r.Body, r.Signature, time.Now(), webhooks.DefaultTolerance); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		var body waitlistOfferedBody
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		d := body.Data
+		e := bySeq[d.Seq]
+		if body.Type != "waitlist.offered" || r.ID != domain.WebhookMessageID(d.Seq, domain.TopicWaitlistOffered) ||
+			e.Cause != domain.CauseReserved || e.ReservationID == nil || *e.ReservationID != d.ReservationID {
+			t.Fatalf("request %d: id %s, %s for event %+v", i, r.ID, r.Body, e)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s %s %s %d", d.EntryID, d.CheckoutID, d.ReservationID, d.SKU, d.Location, d.Quantity))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("waitlist.offered deliveries %q, want %q", got, want)
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("the endpoint for X got %d deliveries", n)
+	}
+}
