@@ -157,10 +157,11 @@ func checkWaitlistFairUse(ctx context.Context, tx pgx.Tx, in domain.JoinWaitlist
 	return in.Limits.CheckWaitlistEntries(live)
 }
 
-// lockWaitFree share-locks the balance row(s) an entry waits on, in
-// location id order (the global lock order), and returns what is free there
-// (FOR SHARE: joins do not wait for one another, only for the writers that
-// change the balance, every freeing path among them): at the
+// lockWaitFree locks the balance row(s) an entry waits on, in location id
+// order (the global lock order), and returns what is free there. (FOR
+// SHARE would let joins run side by side; in one bench run under load 22
+// concurrent joins then failed on lock_timeout, not understood yet, so it
+// stays the writers' lock.) at the
 // location, or summed over the SKU's locations (what a sourced reserve
 // could take). A located balance row is created if missing, so that the
 // first receipt there waits for this lock too.
@@ -176,7 +177,7 @@ func lockWaitFree(ctx context.Context, tx pgx.Tx, skuID int64, locID *int64) (in
 			SELECT on_hand - reserved AS free FROM balances
 			WHERE sku_id = $1 AND ($2::bigint IS NULL OR location_id = $2)
 			ORDER BY location_id
-			FOR SHARE) b`, skuID, locID).Scan(&free)
+			FOR NO KEY UPDATE) b`, skuID, locID).Scan(&free)
 	return free, err
 }
 
