@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -43,15 +44,24 @@ func makeRun(t *testing.T, databaseURL, listen, devDir string) (*exec.Cmd, *sync
 }
 
 // freeAddr is a loopback address with a port nothing listens on (for a
-// process that must bind it itself).
+// process that must bind it itself). The port is below Linux's ephemeral
+// range (32768 up), where every other test's server binds port 0: a port
+// taken from there and closed went to another test's server before make
+// run could bind it, and TestMakeRunTwice then read that server's /readyz
+// (it FAILED once in CI so, 1.4 s in, with no dev.env written).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000..29999")
+	return ""
 }
 
 // devEnv reads NAME from a dev.env file.
@@ -82,6 +92,9 @@ func TestMakeRunTwice(t *testing.T) {
 	dir := t.TempDir()
 	_, out := makeRun(t, url, addr, dir)
 	waitUntil(t, 3*time.Minute, "make run to serve", func() bool {
+		if _, err := os.Stat(filepath.Join(dir, "dev.env")); err != nil {
+			return false // not this make run's server yet
+		}
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false
