@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/domain"
+	"inventory/pgtest"
 )
 
 // listenWaitlist LISTENs on the waitlist channel on a connection of its own.
 func (b *testBundle) listenWaitlist(t *testing.T) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.ConnectConfig(b.Ctx, b.Pool.Config().ConnConfig.Copy())
+	conn, err := pgx.Connect(b.Ctx, pgtest.DirectURL(t, b.Pool.Config().ConnConfig.ConnString())) // LISTEN needs a session
 	if err != nil {
 		t.Fatal(err)
 	}
