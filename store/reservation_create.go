@@ -127,9 +127,8 @@ func (s *Store) replay(ctx context.Context, in domain.ReserveInput, fp []byte) (
 			in.CheckoutID, in.RequestKey).Scan(&id, &stored); err != nil {
 			return err
 		}
-		if string(stored) != string(fp) {
-			return &domain.Error{Code: domain.CodeIdempotencyKeyReused, Field: []string{"input", "requestKey"},
-				Message: "requestKey " + strconv.Quote(in.RequestKey) + " was already used for a different request; use a new key for new inputs"}
+		if err := sameRequest(in.RequestKey, stored, fp); err != nil {
+			return err
 		}
 		var err error
 		res, err = loadReservation(ctx, tx, id)
@@ -139,6 +138,17 @@ func (s *Store) replay(ctx context.Context, in domain.ReserveInput, fp []byte) (
 		return domain.Reservation{}, false, wrap("ReservationCreate.replay", err)
 	}
 	return res, true, nil
+}
+
+// sameRequest refuses a replay whose inputs (fingerprint fp) differ from
+// those stored under its request key: IDEMPOTENCY_KEY_REUSED, for holds and
+// waitlist joins alike.
+func sameRequest(requestKey string, stored, fp []byte) error {
+	if string(stored) == string(fp) {
+		return nil
+	}
+	return &domain.Error{Code: domain.CodeIdempotencyKeyReused, Field: []string{"input", "requestKey"},
+		Message: "requestKey " + strconv.Quote(requestKey) + " was already used for a different request; use a new key for new inputs"}
 }
 
 // fingerprint identifies a reserve request's inputs regardless of line order,

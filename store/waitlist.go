@@ -192,9 +192,8 @@ func (s *Store) joinReplay(ctx context.Context, in domain.JoinWaitlistInput, fp 
 			in.CheckoutID, in.RequestKey).Scan(&id, &stored); err != nil {
 			return err
 		}
-		if string(stored) != string(fp) {
-			return &domain.Error{Code: domain.CodeIdempotencyKeyReused, Field: []string{"input", "requestKey"},
-				Message: "requestKey " + strconv.Quote(in.RequestKey) + " was already used for a different request; use a new key for new inputs"}
+		if err := sameRequest(in.RequestKey, stored, fp); err != nil {
+			return err
 		}
 		var err error
 		entry, err = loadEntry(ctx, tx, id)
