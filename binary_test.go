@@ -129,6 +129,7 @@ func setupBinary(t *testing.T, overrides map[string]string) *binServer {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server did not start within 60 s\n%s", ts.logs.String())
 	}
+	waitReady(t, ts.url) // as setup does, and for the same reason
 	ts.admin = ts.cli("token", "create", "--role", "admin", "--name", "test-admin")
 	ts.service = ts.cli("token", "create", "--role", "service", "--name", "test-service")
 	return &binServer{testServer: ts, pid: cmd.Process.Pid}

@@ -20,7 +20,7 @@ func TestBrokerOutageReadinessAndResume(t *testing.T) {
 	if _, err := ts.db.Exec(t.Context(), "ALTER TABLE stock_events_head RENAME TO stock_events_head_gone"); err != nil {
 		t.Fatal(err)
 	}
-	broken, _ := ts.startInstance()
+	broken, _ := ts.startInstanceUnready()
 	waitUntil(t, 5*time.Second, "readiness to report the broken event stream", func() bool {
 		code, body := httpGet(t, broken+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "live events unavailable")

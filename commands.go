@@ -93,6 +93,7 @@ drains in-flight requests and stops.` + environmentHelp,
 			if err != nil {
 				return err
 			}
+			routeLibraryLogs(logger)
 			srv, err := startServer(ctx, cfg, logger)
 			if err != nil {
 				return err

@@ -110,7 +110,8 @@ func NewRouter(cfg Config) http.Handler {
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit, newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
+		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit,
+			refuseForeignSocketOrigins(cfg.CORSOrigins, cfg.Logger), newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})
 	return r
 }

@@ -281,6 +281,12 @@ func (h *harness) start(name string, overrides map[string]string) *instance {
 	})
 	select {
 	case inst.url = <-urlc:
+		// Tests start where a load balancer sends traffic: at readiness
+		// (the event broker reads the stream's head a moment after the
+		// listener is up, longer on a loaded machine).
+		if took, ok := waitFor(30*time.Second, func() bool { return h.readyz(inst) == http.StatusOK }); !ok {
+			h.t.Fatalf("instance %s not ready %s after serving\n%s", name, took, logs.String())
+		}
 		return inst
 	case <-inst.exited:
 		h.t.Fatalf("instance %s exited before serving: %v\n%s", name, inst.waitErr, logs.String())
