@@ -32,9 +32,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain
 	if header == "" {
 		return domain.Anonymous, nil
 	}
+	// HTTP servers trim a header's trailing spaces, so the "Bearer " that
+	// `-H "Authorization: Bearer $TOKEN"` sends when $TOKEN is empty arrives
+	// as "Bearer": said apart from a malformed header, it points at the
+	// empty variable instead of the header's shape.
+	if rest, ok := strings.CutPrefix(header, "Bearer"); ok && strings.TrimSpace(rest) == "" {
+		return rejected(EmptyBearerProblem), nil
+	}
 	token, ok := strings.CutPrefix(header, "Bearer ")
 	token = strings.TrimSpace(token)
-	if !ok || token == "" {
+	if !ok {
 		return rejected("the Authorization header must be \"Bearer <token>\""), nil
 	}
 	if isAPISecret(token) {
@@ -53,6 +60,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain
 	}
 	return domain.Actor{Role: domain.RoleCheckout, Name: "checkout:" + checkoutID, CheckoutID: checkoutID}, nil
 }
+
+// EmptyBearerProblem is why a bearer header with no token after it is not
+// accepted. It fits a WebSocket close reason (at most 123 bytes), as every
+// TokenProblem must.
+const EmptyBearerProblem = `the bearer token is empty: "Bearer " must be followed by a token (is the variable holding it empty?)`
 
 func rejected(problem string) domain.Actor {
 	a := domain.Anonymous
