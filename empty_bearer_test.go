@@ -63,7 +63,7 @@ func TestEmptyBearerToken(t *testing.T) {
 	ts.seed("HP-1", 10)
 	const reserve = `mutation { reserve(input: {checkoutId: "cart-1", requestKey: "k1", lines: [{sku: "HP-1", quantity: 1}]}) { reservation { id } userErrors { code } } }`
 
-	for _, header := range []string{"Bearer ", "Bearer", "Bearer   ", "Bearer \t"} {
+	for _, header := range []string{"Bearer ", "Bearer", "Bearer   ", "Bearer \t", "bearer "} {
 		r := rawPost(t, ts.url, header, reserve)
 		if r.errorCode() != "UNAUTHENTICATED" || r.Errors[0].Message != emptyBearerMessage {
 			t.Errorf("Authorization %q: got %d %+v, want UNAUTHENTICATED %q", header, r.Status, r.Errors, emptyBearerMessage)
@@ -81,6 +81,15 @@ func TestEmptyBearerToken(t *testing.T) {
 	}
 	if n := ts.count(`SELECT count(*) FROM reservations`); n != 0 {
 		t.Fatalf("refused reserves made %d reservations", n)
+	}
+	// The scheme's name is case-insensitive (RFC 9110 §11.1).
+	for _, scheme := range []string{"bearer", "BEARER"} {
+		if r := rawPost(t, ts.url, scheme+" "+ts.service, reserve); len(r.Errors) != 0 {
+			t.Errorf("Authorization %q: %+v", scheme+" <service key>", r.Errors)
+		}
+	}
+	if n := ts.count(`SELECT count(*) FROM reservations`); n != 1 {
+		t.Fatalf("the same reserve twice made %d reservations, want 1", n)
 	}
 
 	// On a WebSocket: in connection_init's payload, and on the upgrade

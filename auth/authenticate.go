@@ -32,17 +32,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain
 	if header == "" {
 		return domain.Anonymous, nil
 	}
-	// HTTP servers trim a header's trailing spaces, so the "Bearer " that
-	// `-H "Authorization: Bearer $TOKEN"` sends when $TOKEN is empty arrives
-	// as "Bearer": said apart from a malformed header, it points at the
-	// empty variable instead of the header's shape.
-	if rest, ok := strings.CutPrefix(header, "Bearer"); ok && strings.TrimSpace(rest) == "" {
-		return rejected(EmptyBearerProblem), nil
-	}
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	token = strings.TrimSpace(token)
-	if !ok {
+	// The scheme's name is case-insensitive (RFC 9110 §11.1): "bearer x"
+	// is as good as "Bearer x". HTTP servers trim a header's trailing
+	// spaces, so the "Bearer " that `-H "Authorization: Bearer $TOKEN"` sends
+	// when $TOKEN is empty arrives as "Bearer": said apart from a malformed
+	// header, it points at the empty variable instead of the header's shape.
+	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
 		return rejected("the Authorization header must be \"Bearer <token>\""), nil
+	}
+	if token = strings.TrimSpace(token); token == "" {
+		return rejected(EmptyBearerProblem), nil
 	}
 	if isAPISecret(token) {
 		key, err := a.Keys.APIKeyGetBySecretHash(ctx, HashAPISecret(token))
