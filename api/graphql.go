@@ -59,8 +59,10 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	})
 	srv.AddTransport(transport.SSE{})
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	// GET and POST answer as the GraphQL over HTTP spec says (overHTTP):
+	// the media type Accept prefers, and its status codes.
+	srv.AddTransport(overHTTP{transport.GET{}})
+	srv.AddTransport(overHTTP{transport.POST{}})
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
 	srv.SetParserTokenLimit(cfg.MaxTokens)
