@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -61,8 +62,8 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.AddTransport(transport.Options{})
 	// GET and POST answer as the GraphQL over HTTP spec says (overHTTP):
 	// the media type Accept prefers, and its status codes.
-	srv.AddTransport(overHTTP{transport.GET{}})
-	srv.AddTransport(overHTTP{transport.POST{}})
+	srv.AddTransport(newOverHTTP(func(h map[string][]string) graphql.Transport { return transport.GET{ResponseHeaders: h} }))
+	srv.AddTransport(newOverHTTP(func(h map[string][]string) graphql.Transport { return transport.POST{ResponseHeaders: h} }))
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
 	srv.SetParserTokenLimit(cfg.MaxTokens)

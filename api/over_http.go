@@ -35,7 +35,24 @@ import (
 //
 // Everything else (execution, field errors, the complexity limit's and a
 // persisted query not found's 200) is written as gqlgen writes it.
-type overHTTP struct{ graphql.Transport }
+type overHTTP struct {
+	// The same gqlgen transport twice, each told the media type to answer
+	// in (ResponseHeaders' Content-Type, by which gqlgen also picks its
+	// status codes): the one Accept prefers runs.
+	json, graphQLResponse graphql.Transport
+}
+
+// newOverHTTP is overHTTP around the transport that transport makes for
+// the given response headers (transport.GET or transport.POST).
+func newOverHTTP(transport func(responseHeaders map[string][]string) graphql.Transport) overHTTP {
+	return overHTTP{
+		json:            transport(map[string][]string{"Content-Type": {mediaJSON}}),
+		graphQLResponse: transport(map[string][]string{"Content-Type": {mediaGraphQLResponse}}),
+	}
+}
+
+// Supports is the wrapped transport's.
+func (t overHTTP) Supports(r *http.Request) bool { return t.json.Supports(r) }
 
 // notAcceptable is the message of a 406: it names what Accept may say.
 const notAcceptable = "/graphql answers in application/graphql-response+json or application/json, and the Accept header accepts neither"
@@ -46,20 +63,17 @@ const noQuery = `the request has no query: send the GraphQL document as "query",
 // Do negotiates the media type and runs the wrapped transport with a writer
 // and an executor that put its status codes and error bodies right.
 func (t overHTTP) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	accept := r.Header.Get("Accept")
-	media, ok := responseMediaType(accept)
+	media, ok := responseMediaType(r.Header.Get("Accept"))
 	if !ok {
 		writeErrorCode(w, http.StatusNotAcceptable, CodeBadRequest, notAcceptable)
 		return
 	}
-	if accept != media && accept != "" && accept != "*/*" {
-		// gqlgen reads the media type from Accept again (and decides its
-		// status codes by it): it is given only the one chosen here.
-		r = r.Clone(r.Context())
-		r.Header.Set("Accept", media)
+	inner := t.json
+	if media == mediaGraphQLResponse {
+		inner = t.graphQLResponse
 	}
 	aw := &answerWriter{ResponseWriter: w, media: media}
-	t.Transport.Do(aw, r, requestErrors{GraphExecutor: exec, w: aw, get: r.Method == http.MethodGet})
+	inner.Do(aw, r, requestErrors{GraphExecutor: exec, w: aw, get: r.Method == http.MethodGet})
 }
 
 // refusal is what the executor saw go wrong with the request, which decides
