@@ -90,17 +90,20 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("ttlSeconds 0: %+v", r)
 	}
 
-	// Malformed documents and transport-level limits.
+	// Malformed documents and transport-level limits. A document that does
+	// not parse or validate, or variables that do not coerce, is a GraphQL
+	// request error: 200 under application/json (these requests send no
+	// Accept), as GraphQL over HTTP says (TestGraphQLOverHTTPAudit).
 	transport := []struct {
 		name, contentType, body string
 		status                  int
 		code                    string
 	}{
 		{"malformed JSON", "application/json", `{"query": "{ locations { code } }"`, 400, "BAD_REQUEST"},
-		{"not GraphQL", "application/json", `{"query": "{ locations { code "}`, 422, "GRAPHQL_PARSE_FAILED"},
-		{"unknown field", "application/json", `{"query": "{ nope }"}`, 422, "GRAPHQL_VALIDATION_FAILED"},
-		{"wrong variable type", "application/json", `{"query": "query($q: Int!) { locations { code } }", "variables": {"q": "x"}}`, 422, "GRAPHQL_VALIDATION_FAILED"},
-		{"enum value", "application/json", `{"query": "mutation { createSku(input: {code: \"Z\", name: \"z\", kind: BOXES}) { sku { code } } }"}`, 422, "GRAPHQL_VALIDATION_FAILED"},
+		{"not GraphQL", "application/json", `{"query": "{ locations { code "}`, 200, "GRAPHQL_PARSE_FAILED"},
+		{"unknown field", "application/json", `{"query": "{ nope }"}`, 200, "GRAPHQL_VALIDATION_FAILED"},
+		{"wrong variable type", "application/json", `{"query": "query($q: Int!) { locations { code } }", "variables": {"q": "x"}}`, 200, "GRAPHQL_VALIDATION_FAILED"},
+		{"enum value", "application/json", `{"query": "mutation { createSku(input: {code: \"Z\", name: \"z\", kind: BOXES}) { sku { code } } }"}`, 200, "GRAPHQL_VALIDATION_FAILED"},
 		{"over-complex query", "application/json", overComplexQuery(), 200, "COMPLEXITY_LIMIT_EXCEEDED"},
 		{"body over the limit", "application/json", `{"query": "{ locations { code } }", "pad": "` + strings.Repeat("x", 1<<20) + `"}`, 413, "BAD_REQUEST"},
 		{"batched array", "application/json", `[{"query": "{ locations { code } }", "extensions": {"SEKRIT": 1}}]`, 400, "BAD_REQUEST"},
@@ -110,7 +113,7 @@ func TestBadInput(t *testing.T) {
 		{"number for a String variable", "application/json", `{"query": "query($s: [String!]!) { availability(skus: $s) { sku } }", "variables": {"s": 5}}`, 200, "BAD_REQUEST"},
 		{"numbers in a [String!]! variable", "application/json", `{"query": "query($s: [String!]!) { availability(skus: $s) { sku } }", "variables": {"s": ["HP-1", 5]}}`, 200, "BAD_REQUEST"},
 		{"number in an input object", "application/json", `{"query": "mutation($in: ReceiveStockInput!) { receiveStock(input: $in) { balance { onHand } } }", "variables": {"in": {"sku": 7, "location": "AMS", "quantity": 1, "reference": "r"}}}`, 200, "BAD_REQUEST"},
-		{"boolean for a String", "application/json", `{"query": "mutation($in: ReceiveStockInput!) { receiveStock(input: $in) { balance { onHand } } }", "variables": {"in": {"sku": true, "location": "AMS", "quantity": 1, "reference": "r"}}}`, 422, "GRAPHQL_VALIDATION_FAILED"},
+		{"boolean for a String", "application/json", `{"query": "mutation($in: ReceiveStockInput!) { receiveStock(input: $in) { balance { onHand } } }", "variables": {"in": {"sku": true, "location": "AMS", "quantity": 1, "reference": "r"}}}`, 200, "GRAPHQL_VALIDATION_FAILED"},
 	}
 	for _, c := range transport {
 		r := ts.post("Bearer "+ts.admin, c.contentType, []byte(c.body))

@@ -27,7 +27,7 @@ const (
 
 // answerCache keeps, per anonymous GET (its whole query string: the
 // persisted query's hash or text, variables, operation name) or POST (its
-// JSON body, see answerKey), the serialized answer of a query whose every root field was availability
+// JSON body), and per media type answered in (see answerKey), the serialized answer of a query whose every root field was availability
 // answered from the in-memory copy, with what it read; the same request again is
 // answered with those bytes, without gqlgen, while none of those SKUs'
 // balances changed (and the copy is the same load and within its bound).
@@ -115,11 +115,13 @@ const maxCachedPOSTBodyBytes = 64 << 10
 // answerKey is the cache key of an anonymous query request, false for
 // anything the cache leaves alone (a caller with credentials, a method
 // other than GET and POST, a WebSocket upgrade, an SSE stream, a POST body
-// that is not JSON or is large). A GET's key is its whole query string; a
-// POST's the SHA-256 of its Accept header and its body (query or persisted
-// query hash, operation name, variables and extensions, byte for byte), so
-// an entry is only ever made, and found, for exactly the request that was
-// answered: a document gqlgen accepted. limitBody has already read (and
+// that is not JSON or is large, an Accept that allows neither media type).
+// A GET's key is the media type its Accept header picks (responseMediaType)
+// and its whole query string; a POST's the SHA-256 of that media type and
+// its body (query or persisted query hash, operation name, variables and
+// extensions, byte for byte), so an entry is only ever made, and found, for
+// exactly the request that was answered, in the media type it was answered
+// in: a document gqlgen accepted. limitBody has already read (and
 // bounded) the body, decoded it and marked mutations; the bytes are read
 // again from memory and put back.
 func answerKey(r *http.Request) (string, bool) {
@@ -127,8 +129,12 @@ func answerKey(r *http.Request) (string, bool) {
 		strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !isAnonymous(r) {
 		return "", false
 	}
+	media, acceptable := responseMediaType(r.Header.Get("Accept"))
+	if !acceptable {
+		return "", false // answered 406, never from the cache
+	}
 	if r.Method == http.MethodGet {
-		return "G" + r.URL.RawQuery, true
+		return "G" + media + "\x00" + r.URL.RawQuery, true
 	}
 	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" ||
 		requestWrites(r.Context()) || r.Body == nil {
@@ -140,7 +146,7 @@ func answerKey(r *http.Request) (string, bool) {
 		return "", false
 	}
 	h := sha256.New()
-	_, _ = io.WriteString(h, r.Header.Get("Accept"))
+	_, _ = io.WriteString(h, media)
 	_, _ = h.Write([]byte{0})
 	_, _ = h.Write(body)
 	return "P" + string(h.Sum(nil)), true

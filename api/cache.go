@@ -35,7 +35,8 @@ const maxCachedResponseBytes = 1 << 20
 //   - a GET by any other caller gets Cache-Control: private, no-store;
 //   - a GET answered with an error (a GraphQL error, PersistedQueryNotFound,
 //     400, 413, 429, …) gets Cache-Control: no-store;
-//   - every GET answer carries Vary: Authorization, Cookie.
+//   - every GET answer carries Vary: Accept, Authorization, Cookie (Accept
+//     picks the media type, responseMediaType).
 //
 // The ETag is the SHA-256 of the answer's body and Content-Type: nothing
 // moved, same bytes, same ETag (on every instance, with no extra query, and
@@ -63,7 +64,7 @@ func cacheHeaders(maxAge time.Duration) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			w.Header().Add("Vary", "Authorization, Cookie")
+			w.Header().Add("Vary", "Accept, Authorization, Cookie")
 			anonymous := isAnonymous(r)
 			ctx, answerSeq := domain.WithAnswerSeq(r.Context())
 			r = r.WithContext(ctx)

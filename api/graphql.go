@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -59,8 +60,10 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	})
 	srv.AddTransport(transport.SSE{})
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	// GET and POST answer as the GraphQL over HTTP spec says (overHTTP):
+	// the media type Accept prefers, and its status codes.
+	srv.AddTransport(newOverHTTP(func(h map[string][]string) graphql.Transport { return transport.GET{ResponseHeaders: h} }))
+	srv.AddTransport(newOverHTTP(func(h map[string][]string) graphql.Transport { return transport.POST{ResponseHeaders: h} }))
 	srv.AddTransport(transport.MultipartForm{MaxUploadSize: cfg.MaxUploadBytes, MaxMemory: uploadMemoryBytes})
 
 	srv.SetParserTokenLimit(cfg.MaxTokens)

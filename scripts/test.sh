@@ -15,8 +15,9 @@ drop_leftovers() {
     | psql "$DATABASE_URL" -q >/dev/null 2>&1 || true
 }
 trap drop_leftovers EXIT
-# A real third-party subscription client (the graphql-ws npm package) is used
-# by one test; install it from the lock file when missing.
+# Real third-party Node packages (the graphql-ws and graphql-sse clients, the
+# graphql-http conformance audit) are used by some tests; install them from
+# the lock file when missing or when the lock file changed since.
 # The browser test drives Debian's headless Chromium.
 missing=()
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
@@ -32,7 +33,8 @@ if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   echo "test.sh: installing prometheus (for promtool)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-if [ ! -d testdata/node-client/node_modules ]; then
+if [ ! -d testdata/node-client/node_modules ] ||
+  [ testdata/node-client/package-lock.json -nt testdata/node-client/node_modules/.package-lock.json ]; then
   (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if [ $# -gt 0 ]; then
