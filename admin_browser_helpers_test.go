@@ -188,3 +188,14 @@ func (b *browserTab) layoutProblems(t *testing.T) []string {
 	}
 	return out
 }
+
+// checkIcon fails the test unless the page links an icon that the browser
+// fetches and decodes.
+func (b *browserTab) checkIcon(t *testing.T, page string) {
+	t.Helper()
+	w, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`(async () => { const i = new Image();
+	  i.src = document.querySelector('link[rel="icon"]').href; await i.decode(); return i.naturalWidth; })()`, chromedp.EvalAwaitPromise))
+	if err != nil || w < 16 {
+		t.Fatalf("%s: the icon does not decode: %d %v", page, w, err)
+	}
+}

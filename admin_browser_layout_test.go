@@ -66,15 +66,6 @@ func TestAdminDashboardLayout(t *testing.T) {
 		}
 		return strings.Join(strings.Fields(s), " ")
 	}
-	// The page's icon, as the browser decodes it: its width, or an error.
-	const iconJS = `(async () => { const i = new Image(); i.src = document.querySelector('link[rel="icon"]').href; await i.decode(); return i.naturalWidth; })()`
-	checkIcon := func(page string) {
-		t.Helper()
-		w, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](iconJS, chromedp.EvalAwaitPromise))
-		if err != nil || w < 16 {
-			t.Fatalf("%s: the icon does not decode: %d %v", page, w, err)
-		}
-	}
 	checkLayout := func(page, size string) {
 		t.Helper()
 		if problems := b.layoutProblems(t); len(problems) > 0 {
@@ -88,7 +79,7 @@ func TestAdminDashboardLayout(t *testing.T) {
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(ts.url+"/admin"), chromedp.WaitVisible(`#signin`)); err != nil {
 		t.Fatalf("sign-in form: %v", err)
 	}
-	checkIcon("sign-in form")
+	b.checkIcon(t, "sign-in form")
 	if hint := text(".hint"); !strings.Contains(hint, "(make run prints one)") {
 		t.Fatalf("sign-in hint: %q", hint)
 	}
@@ -117,7 +108,7 @@ func TestAdminDashboardLayout(t *testing.T) {
 		chromedp.WaitVisible(`.row[data-key="USB-C-CABLE@AMS"]`)); err != nil {
 		t.Fatalf("dashboard after sign-in: %v", err)
 	}
-	checkIcon("dashboard")
+	b.checkIcon(t, "dashboard")
 	b.waitJS(t, "holds by age drawn", `document.getElementById('m-held').textContent === "3" && document.querySelectorAll('#age-chart text').length === 10`, 10*time.Second)
 	b.waitJS(t, "the sweeper's first pass shown", `!document.getElementById('m-sweep-at').textContent.includes('no pass yet')`, 30*time.Second) // it runs at start, once River has elected a leader
 	if sweep := text("#c-sweep"); !regexp.MustCompile(`(?i)^Sweeper, last pass \d+ released at \d.*, \d+ (s|min|h) ago`).MatchString(sweep) {

@@ -56,7 +56,8 @@ func TestGraphiQLRendersOffline(t *testing.T) {
 // database with the demo catalog (`inventory demo`): the query editor holds
 // graphiql.Starter, not GraphiQL's welcome text, and is the wider pane;
 // running it with the page's own run button answers the availability of
-// every demo SKU, without errors, as the database has it. A screenshot goes
+// every demo SKU, without errors, as the database has it; the page's icon
+// decodes and none of its requests fails. A screenshot goes
 // to testdata/artifacts/graphiql.png.
 func TestGraphiQLStarterDocument(t *testing.T) {
 	t.Parallel()
@@ -144,6 +145,10 @@ func TestGraphiQLStarterDocument(t *testing.T) {
 		if got[s.SKU] != s.OnHand {
 			t.Fatalf("%s: the page shows on hand %d, the database has %d (%s)", s.SKU, got[s.SKU], s.OnHand, answer)
 		}
+	}
+	b.checkIcon(t, "GraphiQL")
+	if failed := b.errorResponses(); len(failed) > 0 {
+		t.Fatalf("failed requests: %v", failed)
 	}
 	b.screenshot(t, "graphiql.png")
 }
