@@ -241,7 +241,7 @@ function drawAges(buckets) {
     return svg.appendChild(l);
   };
   svg.replaceChildren();
-  const labels = buckets.map((b, i) => text(i * bw + bw / 2, 0, b.label.replace("-", "–")));
+  const labels = buckets.map((b, i) => text(i * bw + bw / 2, 0, b.label.replace("-", "–").replace(">=", "≥")));
   const widest = Math.max(0, ...labels.map((l) => l.getComputedTextLength()));
   const rows = widest + AGE_GAP > bw ? 2 : 1;
   const h = 74 + rows * line, base = h - rows * line - 2;
