@@ -141,7 +141,7 @@ func TestFailedAuthLimitedPerIP(t *testing.T) {
 
 // TestEveryPathIsRateLimited: paths outside /graphql spend the caller's
 // budget too: a flood of /metrics, /riverui/, /admin, /admin/session,
-// the dashboard's assets, GraphiQL, the probes or a path that does not
+// the dashboard's assets, GraphiQL, the icon, the probes or a path that does not
 // exist from one address gets 429.
 func TestEveryPathIsRateLimited(t *testing.T) {
 	t.Parallel()
@@ -154,7 +154,7 @@ func TestEveryPathIsRateLimited(t *testing.T) {
 	for i, p := range []struct{ method, path string }{
 		{http.MethodGet, "/metrics"}, {http.MethodGet, "/riverui/"}, {http.MethodGet, "/admin"},
 		{http.MethodGet, "/admin/assets/dashboard.js"}, {http.MethodGet, "/"}, {http.MethodGet, "/graphiql/graphiql.min.js"},
-		{http.MethodGet, "/readyz"}, {http.MethodGet, "/healthz"}, {http.MethodGet, "/no/such/path"}, {http.MethodPost, "/admin/session"},
+		{http.MethodGet, "/favicon.ico"}, {http.MethodGet, "/readyz"}, {http.MethodGet, "/healthz"}, {http.MethodGet, "/no/such/path"}, {http.MethodPost, "/admin/session"},
 	} {
 		client := fmt.Sprintf("203.0.113.%d", i+1)
 		budget := 5

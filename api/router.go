@@ -87,6 +87,7 @@ func NewRouter(cfg Config) http.Handler {
 			r.Handle("/admin/session", guard.signIns(admin.SessionHandler(cfg.Authenticator.Sessions, cfg.Logger)))
 		}
 		r.Get("/", graphiql.Handler("/graphql", "/graphiql/"))
+		r.Get("/favicon.ico", favicon)
 		r.Handle("/graphiql/*", http.StripPrefix("/graphiql/", graphiql.Assets()))
 	})
 	// Unknown paths and methods too.

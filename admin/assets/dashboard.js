@@ -17,6 +17,7 @@ const state = {
   seqKnown: false,   // seq was read from the server (0 may be a real seq)
   selected: null,    // key the quick actions act on
   ws: null, live: false, retry: 0,
+  ages: null,        // the last heldByAge, redrawn when the window resizes
 };
 window.__admin = state; // for tests and the curious
 
@@ -95,8 +96,8 @@ function render() {
     const row = document.createElement("div");
     row.className = "row" + (b.available < threshold ? " low" : "") + (b.changedAt && now - b.changedAt < FLASH_MS ? " changed" : "");
     row.dataset.key = b.sku + "@" + b.location;
-    cell(row, "sku", b.sku);
-    cell(row, "location", b.location);
+    cell(row, "sku", b.sku).title = b.sku; // a long code is cut short with an ellipsis
+    cell(row, "location", b.location).title = b.location;
     for (const f of ["onHand", "reserved", "available", "pendingSupply", "preordered"]) cell(row, "num " + f, b[f]);
     const btn = document.createElement("button");
     btn.type = "button"; btn.textContent = "Actions"; btn.className = "act";
@@ -111,7 +112,7 @@ function cell(row, cls, text) {
   const s = document.createElement("span");
   s.className = cls;
   s.textContent = text;
-  row.appendChild(s);
+  return row.appendChild(s);
 }
 
 function renderTotals() {
@@ -204,34 +205,58 @@ async function pollHealth() {
     $("m-failure").textContent = (h.allocationFailureRate * 100).toFixed(1) + " %";
     $("m-overdue").textContent = h.overdueHolds;
     $("c-overdue").classList.toggle("alert", h.overdueHolds > 0);
-    $("m-sweep").textContent = h.lastSweepReleased == null ? "–" : h.lastSweepReleased;
-    $("c-sweep").classList.toggle("alert", h.lastSweepReleased > 0);
-    $("m-sweep-at").textContent = h.lastSweepAt ? "at " + new Date(h.lastSweepAt).toLocaleTimeString() : "no sweep yet";
+    drawSweep(h.lastSweepReleased, h.lastSweepAt);
     drawAges(h.heldByAge);
   } catch (e) { console.warn(e); }
   setTimeout(pollHealth, HEALTH_EVERY);
 }
 
-// drawAges draws held reservations by age as an SVG bar chart.
+// drawSweep shows the backstop sweeper's last pass: how many holds it
+// released (each hold has an expiry job of its own, so anything above 0 was
+// released late) and when, absolute and relative, so "0" cannot be read as
+// a time or the time as that of a release.
+function drawSweep(released, at) {
+  $("m-sweep").textContent = released == null ? "–" : released;
+  $("c-sweep").classList.toggle("alert", released > 0);
+  if (!at) { $("m-sweep-at").textContent = "no pass yet"; return; }
+  const ago = Math.max(0, Math.round((Date.now() - new Date(at)) / 1000));
+  $("m-sweep-at").textContent = "at " + new Date(at).toLocaleTimeString() + ", " + waited(ago) + " ago; " +
+    (released > 0 ? "expiry jobs were late for these" : "expiry jobs are on time");
+}
+
+const AGE_GAP = 6; // px at least between two age labels
+
+// drawAges draws held reservations by age as an SVG bar chart, a label
+// under each bar and its count above. Labels that would come closer than
+// AGE_GAP to their neighbours (a narrow card) go on two alternating lines.
 function drawAges(buckets) {
+  state.ages = buckets;
   const svg = $("age-chart"), NS = "http://www.w3.org/2000/svg";
-  const w = svg.clientWidth || 240, h = 90, pad = 14;
-  const max = Math.max(1, ...buckets.map((b) => b.count));
+  const w = svg.clientWidth || 240, line = 16, top = 14;
   const bw = w / Math.max(1, buckets.length);
-  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  const text = (x, y, s) => {
+    const l = document.createElementNS(NS, "text");
+    l.setAttribute("x", x); l.setAttribute("y", y); l.setAttribute("text-anchor", "middle");
+    l.textContent = s;
+    return svg.appendChild(l);
+  };
   svg.replaceChildren();
+  const labels = buckets.map((b, i) => text(i * bw + bw / 2, 0, b.label.replace("-", "–").replace(">=", "≥")));
+  const widest = Math.max(0, ...labels.map((l) => l.getComputedTextLength()));
+  const rows = widest + AGE_GAP > bw ? 2 : 1;
+  const h = 74 + rows * line, base = h - rows * line - 2;
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  svg.style.height = h + "px";
+  labels.forEach((l, i) => l.setAttribute("y", base + 12 + line * (rows === 2 ? i % 2 : 0)));
+  const max = Math.max(1, ...buckets.map((b) => b.count));
   buckets.forEach((b, i) => {
-    const bh = (h - 2 * pad) * b.count / max;
+    const bh = (base - top) * b.count / max;
     const r = document.createElementNS(NS, "rect");
     r.setAttribute("x", i * bw + 4); r.setAttribute("width", Math.max(1, bw - 8));
-    r.setAttribute("y", h - pad - bh); r.setAttribute("height", bh);
+    r.setAttribute("y", base - bh); r.setAttribute("height", bh);
     const t = document.createElementNS(NS, "title"); t.textContent = b.label + ": " + b.count; r.appendChild(t);
     svg.appendChild(r);
-    for (const [y, text] of [[h - 2, b.label], [h - pad - bh - 3, b.count]]) {
-      const l = document.createElementNS(NS, "text");
-      l.setAttribute("x", i * bw + bw / 2); l.setAttribute("y", y); l.setAttribute("text-anchor", "middle");
-      l.textContent = text; svg.appendChild(l);
-    }
+    text(i * bw + bw / 2, base - bh - 3, b.count);
   });
 }
 
@@ -269,6 +294,7 @@ async function pollWaitlists() {
       return tr;
     }));
     $("wl-summary").textContent = lines.length === 0 ? "nobody waiting" : "the " + lines.length + " longest lines (at most 20)";
+    $("wl-table").hidden = lines.length === 0; // no table of headers only
   } catch (e) { console.warn(e); }
   setTimeout(pollWaitlists, HEALTH_EVERY);
 }
@@ -338,7 +364,7 @@ $("signout").addEventListener("click", async () => {
 for (const id of ["f-sku", "f-loc"]) $(id).addEventListener("input", refilter);
 $("f-threshold").addEventListener("input", render);
 $("viewport").addEventListener("scroll", render, {passive: true});
-window.addEventListener("resize", render);
+window.addEventListener("resize", () => { render(); if (state.ages) drawAges(state.ages); });
 
 (async function start() {
   fetch("/admin/session", {headers: CSRF, credentials: "same-origin"}).then((r) => r.json()).then((w) => { $("who").textContent = w.name || ""; });

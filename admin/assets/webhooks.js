@@ -199,6 +199,9 @@ function summarize() {
   if (paused) parts.push(paused + " paused");
   if (failing) parts.push(failing + " failing");
   $("wh-summary").textContent = parts.join(" · ");
+  // No endpoint: say how to add one instead of a table of headers only.
+  $("wh-empty").hidden = hooks.rows.size > 0;
+  $("wh-table").hidden = hooks.rows.size === 0;
   $("webhooks").classList.toggle("alert", paused + failing > 0);
 }
 
