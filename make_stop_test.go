@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,11 +77,11 @@ func TestMakeRunStop(t *testing.T) {
 		}
 	}
 	env = append(env, "INVENTORY_DEV_DIR="+dir, "INVENTORY_PG_PORT="+pgPort, "LISTEN_ADDR="+addr, "INVENTORY_LOG_LEVEL=warn")
-	script := func(name string) (string, error) {
+	script := func(name string, extraEnv ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "bash", "scripts/"+name)
-		cmd.Env = env
+		cmd.Env = append(slices.Clone(env), extraEnv...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -138,8 +139,9 @@ func TestMakeRunStop(t *testing.T) {
 		!strings.Contains(string(setup), "server started") {
 		t.Errorf("pg.log has not initdb's and pg_ctl's output: %v\n%s", err, setup)
 	}
-	if got, want := devEnv(t, filepath.Join(dir, "dev.env"), "DATABASE_URL"), "@127.0.0.1:"+pgPort+"/"; !strings.Contains(got, want) {
-		t.Fatalf("dev.env DATABASE_URL %q is not the private cluster's (%s)", got, want)
+	privateURL := devEnv(t, filepath.Join(dir, "dev.env"), "DATABASE_URL")
+	if want := "@127.0.0.1:" + pgPort + "/"; !strings.Contains(privateURL, want) {
+		t.Fatalf("dev.env DATABASE_URL %q is not the private cluster's (%s)", privateURL, want)
 	}
 	if !pgAnswers(pgPort) {
 		t.Fatal("the private cluster does not answer while make run serves")
@@ -173,13 +175,20 @@ func TestMakeRunStop(t *testing.T) {
 		t.Errorf("a second make stop: %v\n%s", err, again)
 	}
 
+	// A shell that loaded dev.env (DATABASE_URL: the stopped private
+	// cluster) gets it started again by make run, make test (pgup.sh).
+	if up, err := script("pgup.sh", "DATABASE_URL="+privateURL); err != nil || !strings.Contains(up, "started the private PostgreSQL in "+pgDir) ||
+		strings.TrimSpace(up[strings.LastIndex(strings.TrimSpace(up), "\n")+1:]) != privateURL {
+		t.Fatalf("pgup.sh with dev.env's DATABASE_URL after make stop: %v\n%s", err, up)
+	}
+	if !pgAnswers(pgPort) {
+		t.Fatal("pgup.sh said it started the private cluster, which does not answer")
+	}
+
 	// A cluster in the private directory that pgup.sh did not make (here:
 	// its marker removed) is left running.
 	if err := os.Remove(filepath.Join(pgDir, "inventory-pgup")); err != nil {
 		t.Fatal(err)
-	}
-	if up, err := script("pgup.sh"); err != nil || !strings.Contains(up, "started the private PostgreSQL in "+pgDir) {
-		t.Fatalf("pgup.sh to start the cluster again: %v\n%s", err, up)
 	}
 	foreign, err := script("stop.sh")
 	if err != nil || !strings.Contains(foreign, "make run did not create") || strings.Contains(foreign, "stopped") {
