@@ -1,9 +1,13 @@
 # The two commands: `make run` serves with a demo catalog, `make test` runs every
-# test against a real PostgreSQL. Both find or start PostgreSQL themselves.
-.PHONY: run test test-topology build generate vet bench bench-smoke fuzz soak cluster
+# test against a real PostgreSQL. Both find or start PostgreSQL themselves and
+# leave a private one running; `make stop` stops it (and make run's server).
+.PHONY: run stop test test-topology build generate vet bench bench-smoke fuzz soak cluster
 
 run:
 	scripts/run.sh
+
+stop:
+	scripts/stop.sh
 
 test:
 	scripts/test.sh

@@ -66,12 +66,13 @@ func TestHelpTouchesNothing(t *testing.T) {
 	}
 }
 
-// TestCommandLineErrors: unknown commands and flags, and missing or extra
-// arguments, print the error and the usage and are usage errors (exit 2);
+// TestCommandLineErrors: unknown flags, and missing or extra arguments,
+// print the error and the usage and are usage errors (exit 2; an unknown
+// command is one too, in a few lines: TestCLIUnknownCommandSuggests);
 // invalid settings are reported by name, for commands that need them only.
 func TestCommandLineErrors(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"bogus"}, {"--bogus"}, {"migrate", "extra"}, {"token"}, {"token", "revoke"},
+	for _, args := range [][]string{{"--bogus"}, {"migrate", "status", "extra"}, {"token"}, {"token", "revoke"},
 		{"token", "create", "--name", "x"}, {"token", "create", "--role", "root", "--name", "x"}, {"import", "--sku", "S"}, {"version", "now"}} {
 		_, stderr, err := cliRun(t, map[string]string{}, args...)
 		var usage usageError
@@ -80,7 +81,7 @@ func TestCommandLineErrors(t *testing.T) {
 		}
 	}
 	_, _, err := cliRun(t, map[string]string{}, "reconcile")
-	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is required") {
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is not set") {
 		t.Fatalf("reconcile without DATABASE_URL: %v", err)
 	}
 	var usage usageError

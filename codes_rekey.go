@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ func codesCommands(ctx context.Context, config configFunc, stdout io.Writer) *co
 	codes := &cobra.Command{Use: "codes", Short: "Maintain stored unit codes", Args: noArgs}
 	var batch int
 	var pause time.Duration
-	rekey := &cobra.Command{
+	rekey := readsSettings(&cobra.Command{
 		Use:   "rekey",
 		Short: "Re-encrypt every stored code and webhook secret under the current (first) INVENTORY_CODES_KEY",
 		Long: `Re-encrypt stored codes sealed under older keys with the first key of
@@ -32,19 +33,19 @@ ciphertext and key id change: no code is lost, duplicated or changed.
 Stopping it (Ctrl-C, a crash) loses nothing: run it again and it goes on
 where it stopped. Then webhook secrets are sealed again under the same key.
 When it says so, the older keys can be removed from INVENTORY_CODES_KEY
-(docs/operations.md, "Rotating the codes key").` + environmentHelp,
+(docs/operations.md, "Rotating the codes key").`,
 		Args: noArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 || batch > store.MaxRekeyBatch {
 				return usageError{fmt.Errorf("--batch must be between 1 and %d, got %d", store.MaxRekeyBatch, batch)}
 			}
-			cfg, _, err := config()
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
 			return withStore(ctx, cfg, func(st *store.Store) error { return rekeyCodes(ctx, st, batch, pause, stdout) })
 		},
-	}
+	}, slices.Concat(dbSettings, codesSettings)...)
 	rekey.Flags().IntVar(&batch, "batch", 500, fmt.Sprintf("codes per transaction (1..%d)", store.MaxRekeyBatch))
 	rekey.Flags().DurationVar(&pause, "pause", 0, "wait between batches, to leave the database more room")
 	codes.AddCommand(rekey)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,16 +29,78 @@ func (e usageError) Unwrap() error { return e.error }
 // build info (module version, VCS stamp) when the go command recorded them.
 var version, commit = "", ""
 
-// environmentHelp is the part of every command's help that says where its
-// settings come from.
-const environmentHelp = `
+// settingsAnnotation names the cobra annotation that lists the settings a
+// command reads, comma-separated ("*": every one). readsSettings sets it, and
+// both the command's configuration and its help come from it, so help never
+// lists a setting the command ignores, nor leaves out one it reads.
+const settingsAnnotation = "inventory-settings"
 
-Environment:
-  DATABASE_URL              PostgreSQL URL (make run sets it up; see .data/dev.env)
-  INVENTORY_TOKEN_SECRET    token secrets, each at least 32 bytes, first signs (serve)
-  INVENTORY_CODES_KEY       code encryption keys id:base64[,…] (serve, import, demo, codes)
-  INVENTORY_CODES_HMAC_KEY  code fingerprint key, base64 (serve, import, demo, codes)
-  Every other setting: inventory settings, or docs/configuration.md.`
+// dbSettings are what every command that opens the database reads: where it
+// is, and the session settings of its connections (poolConfig).
+var dbSettings = []string{"DATABASE_URL", "DATABASE_DIRECT_URL", "INVENTORY_DB_POOLER", "INVENTORY_DB_STATEMENT_TIMEOUT", "INVENTORY_DB_LOCK_TIMEOUT"}
+
+// codesSettings are what commands that seal or open codes read as well.
+var codesSettings = []string{"INVENTORY_CODES_KEY", "INVENTORY_CODES_HMAC_KEY"}
+
+// readsSettings records that cmd reads exactly names (of settings.go) and
+// adds them to its help, under an Environment heading.
+func readsSettings(cmd *cobra.Command, names ...string) *cobra.Command {
+	cmd.Annotations = map[string]string{settingsAnnotation: strings.Join(names, ",")}
+	cmd.Long += "\n\nEnvironment:\n" + settingsHelp(names)
+	return cmd
+}
+
+// readsEverySetting is readsSettings for serve: its help names the
+// essentials and where the rest are.
+func readsEverySetting(cmd *cobra.Command) *cobra.Command {
+	var essentials []string
+	for _, s := range settings {
+		if s.Group == "Essentials" {
+			essentials = append(essentials, s.Name)
+		}
+	}
+	cmd.Annotations = map[string]string{settingsAnnotation: "*"}
+	cmd.Long += "\n\nEnvironment:\n" + settingsHelp(essentials) +
+		"\n  Every other setting: inventory settings, or docs/configuration.md."
+	return cmd
+}
+
+// settingsHelp lists names with their Brief and default, one a line.
+func settingsHelp(names []string) string {
+	width := 0
+	for _, n := range names {
+		width = max(width, len(n))
+	}
+	var lines []string
+	for _, n := range names {
+		i := slices.IndexFunc(settings, func(s setting) bool { return s.Name == n })
+		if i < 0 || settings[i].Brief == "" {
+			panic("commands.go: " + n + " is not a setting of settings.go with a Brief")
+		}
+		line := fmt.Sprintf("  %-*s  %s", width, n, settings[i].Brief)
+		if d := settings[i].Default; d != "" {
+			line += " (default " + d + ")"
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// settingsGetenv is getenv as cmd may see it: only the settings it reads
+// (settingsAnnotation); every other name reads as unset.
+func settingsGetenv(cmd *cobra.Command, getenv func(string) string) func(string) string {
+	names := cmd.Annotations[settingsAnnotation]
+	if names == "*" {
+		return getenv
+	}
+	reads := strings.Split(names, ",")
+	return func(name string) string {
+		if slices.Contains(reads, name) {
+			return getenv(name)
+		}
+		return ""
+	}
+}
 
 // run executes one command line; main and the tests call it. Help never
 // needs a setting or touches a database: configuration is read by each
@@ -50,6 +113,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return nil
+	}
+	var unknown unknownCommandError
+	if errors.As(err, &unknown) {
+		// The whole usage would bury the one line that matters.
+		fmt.Fprintf(stderr, "%s\n%s\nRun '%s --help' for its commands.\n", err, unknown.suggestions(), unknown.parent.CommandPath())
+		return usageError{err}
 	}
 	var usage usageError
 	if errors.As(err, &usage) || isCobraUsageError(err) {
@@ -70,26 +139,48 @@ func isCobraUsageError(err error) bool {
 	return false
 }
 
+// unknownCommandError is a word where parent wants one of its commands:
+// run prints it with cobra's suggestions instead of the usage.
+type unknownCommandError struct {
+	parent *cobra.Command
+	name   string
+}
+
+func (e unknownCommandError) Error() string {
+	return fmt.Sprintf("unknown command %q for %q", e.name, e.parent.CommandPath())
+}
+
+// suggestions is cobra's "Did you mean this?" list for the name (commands
+// within SuggestionsMinimumDistance edits, or that it begins), or "".
+func (e unknownCommandError) suggestions() string {
+	near := e.parent.SuggestionsFor(e.name)
+	if len(near) == 0 {
+		return ""
+	}
+	return "\nDid you mean this?\n\t" + strings.Join(near, "\n\t") + "\n"
+}
+
 // newRootCommand builds the CLI: "inventory" alone serves.
 func newRootCommand(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	// config reads the environment when a command runs, never for help.
-	config := func() (config, *slog.Logger, error) {
-		cfg, err := loadConfig(getenv)
+	// config reads the environment when a command runs, never for help:
+	// only the settings cmd's help lists (readsSettings).
+	config := func(cmd *cobra.Command) (config, *slog.Logger, error) {
+		cfg, err := loadConfig(settingsGetenv(cmd, getenv))
 		if err != nil {
 			return cfg, nil, err
 		}
 		return cfg, newLogger(stderr, cfg.LogLevel), nil
 	}
-	serve := &cobra.Command{
+	serve := readsEverySetting(&cobra.Command{
 		Use:   "serve",
 		Short: "Run the GraphQL server (the default command)",
 		Long: `Run the GraphQL server: GraphiQL at /, the API at /graphql, /admin, /metrics,
 /healthz and /readyz, on LISTEN_ADDR (default :8080). Pending migrations are
 applied first unless INVENTORY_MIGRATE_ON_START=false. SIGINT or SIGTERM
-drains in-flight requests and stops.` + environmentHelp,
+drains in-flight requests and stops.`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, logger, err := config()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, logger, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -101,31 +192,51 @@ drains in-flight requests and stops.` + environmentHelp,
 			fmt.Fprintf(stdout, "serving on %s (GraphiQL at /, API at /graphql)\n", srv.URL)
 			return srv.Wait()
 		},
-	}
-	root := &cobra.Command{
+	})
+	root := readsEverySetting(&cobra.Command{
 		Use:   "inventory",
 		Short: "Inventory reservation server and its command line",
 		Long: `inventory is the inventory reservation server (a GraphQL API on PostgreSQL) and
-its command line. Without a command it serves.` + environmentHelp,
+its command line. Without a command it serves.`,
 		Args:          noArgs,
 		RunE:          serve.RunE,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Completions of the commands themselves are enough.
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
-	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	})
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// "inventory tokn create --role admin": pflag stops at --role,
+		// which root does not have, but the mistake is the word before.
+		if args := cmd.Flags().Args(); cmd.HasSubCommands() && len(args) > 0 {
+			return usageError{unknownCommandError{cmd, args[0]}}
+		}
+		return usageError{err}
+	})
 	root.AddCommand(serve, migrateCommand(ctx, config, stdout), tokenCommands(ctx, config, stdout),
 		importCommand(ctx, config, stdout), codesCommands(ctx, config, stdout), stockCommands(ctx, config, stdout), reconcileCommand(ctx, config, stdout), demoCommand(ctx, config, stdout),
 		versionCommand(stdout), settingsCommand(stdout))
+	suggestEverywhere(root)
 	return root
+}
+
+// suggestEverywhere makes every command with commands of its own suggest
+// the ones within 2 edits of a mistyped word, as cobra does by default for
+// the root's commands only (SuggestionsFor reads the field as it is).
+func suggestEverywhere(cmd *cobra.Command) {
+	if cmd.HasSubCommands() && cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	for _, sub := range cmd.Commands() {
+		suggestEverywhere(sub)
+	}
 }
 
 // noArgs refuses arguments as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		if cmd.HasSubCommands() {
-			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			return usageError{unknownCommandError{cmd, args[0]}}
 		}
 		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), strings.Join(args, " "))}
 	}
@@ -142,17 +253,19 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
-type configFunc func() (config, *slog.Logger, error)
+// configFunc reads the configuration of the command that runs: the
+// settings its help lists, the rest at their defaults.
+type configFunc func(*cobra.Command) (config, *slog.Logger, error)
 
 func migrateCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := readsSettings(&cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations (River's, then the server's)",
 		Long: `Apply every pending migration, River's then the server's, and list what was
-applied. Safe while other instances run or migrate: they queue on a lock.` + environmentHelp,
+applied. Safe while other instances run or migrate: they queue on a lock.`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, logger, err := config()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, logger, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -170,14 +283,14 @@ applied. Safe while other instances run or migrate: they queue on a lock.` + env
 				return nil
 			})
 		},
-	}
-	cmd.AddCommand(&cobra.Command{
+	}, slices.Concat(dbSettings, []string{"INVENTORY_LOG_LEVEL"})...)
+	cmd.AddCommand(readsSettings(&cobra.Command{
 		Use:   "status",
 		Short: "List every migration and whether the database has it",
-		Long:  `List every migration this binary knows and whether the database has it. Changes nothing.` + environmentHelp,
+		Long:  `List every migration this binary knows and whether the database has it. Changes nothing.`,
 		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -198,7 +311,7 @@ applied. Safe while other instances run or migrate: they queue on a lock.` + env
 				return nil
 			})
 		},
-	})
+	}, dbSettings...))
 	return cmd
 }
 
@@ -221,19 +334,19 @@ func tokenCommands(ctx context.Context, config configFunc, stdout io.Writer) *co
 		},
 	}
 	var role, name string
-	create := &cobra.Command{
+	create := readsSettings(&cobra.Command{
 		Use:   "create --role admin|service --name NAME",
 		Short: "Create an API key; its secret is printed once, alone on the last line",
 		Long: `Create an admin or service API key. The secret is printed once, alone on the
 last line of standard output (take it with tail -n1); only its hash is stored.
-Names are unique among live keys.` + environmentHelp,
+Names are unique among live keys.`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := domain.Role(strings.ToUpper(role))
 			if r != domain.RoleAdmin && r != domain.RoleService {
 				return usageError{fmt.Errorf("--role must be admin or service, got %q", role)}
 			}
-			cfg, _, err := config()
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -241,19 +354,19 @@ Names are unique among live keys.` + environmentHelp,
 				return cliError(tokenCreate(ctx, st, r, name, stdout))
 			})
 		},
-	}
+	}, dbSettings...)
 	create.Flags().StringVar(&role, "role", "", "admin or service (required)")
 	create.Flags().StringVar(&name, "name", "", "a unique name for the key, e.g. checkout-backend (required)")
 	_ = create.MarkFlagRequired("role")
 	_ = create.MarkFlagRequired("name")
-	revoke := &cobra.Command{
+	revoke := readsSettings(&cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke the live API key called NAME",
 		Long: `Revoke the live API key called NAME. Every instance refuses it within
-INVENTORY_KEY_CACHE_TTL (500 ms); its WebSockets and /admin sessions close.` + environmentHelp,
+INVENTORY_KEY_CACHE_TTL (500 ms); its WebSockets and /admin sessions close.`,
 		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -265,30 +378,30 @@ INVENTORY_KEY_CACHE_TTL (500 ms); its WebSockets and /admin sessions close.` + e
 				return nil
 			})
 		},
-	}
+	}, dbSettings...)
 	token.AddCommand(create, revoke)
 	return token
 }
 
 func importCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
 	var in domain.ImportCodesInput
-	cmd := &cobra.Command{
+	cmd := readsSettings(&cobra.Command{
 		Use:   "import --sku SKU --location LOC --batch REF FILE",
 		Short: "Import unit codes (gift cards, keys) for a CODES SKU from a file",
 		Long: `Import unit codes for a CODES SKU from FILE ("-" reads standard input): one
 code per line, or CSV with the code in the first column; a "code" header line
 is skipped. The same import as the importCodes mutation: codes are encrypted,
 duplicates and rejected lines are counted, waiting pre-orders are filled, and
-importing the same batch again changes nothing.` + environmentHelp,
+importing the same batch again changes nothing.`,
 		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
 			return withStore(ctx, cfg, func(st *store.Store) error { return cliError(importCodes(ctx, st, in, args[0], stdout)) })
 		},
-	}
+	}, slices.Concat(dbSettings, codesSettings)...)
 	cmd.Flags().StringVar(&in.SKU, "sku", "", "the CODES SKU to stock (required)")
 	cmd.Flags().StringVar(&in.Location, "location", "", "location code (required)")
 	cmd.Flags().StringVar(&in.BatchRef, "batch", "", "batch reference; importing it again changes nothing (required)")
@@ -308,7 +421,7 @@ func stockCommands(ctx context.Context, config configFunc, stdout io.Writer) *co
 		},
 	}
 	var reference string
-	imp := &cobra.Command{
+	imp := readsSettings(&cobra.Command{
 		Use:   "import [--reference REF] FILE.csv",
 		Short: "Set on-hand counts from a CSV file (ERP or warehouse sync); exit 1 if any row failed",
 		Long: `Set on-hand counts from FILE.csv, as the setStockLevels mutation does. The file
@@ -317,10 +430,10 @@ and one balance per line; an empty expected_on_hand means no guard. Rows are sen
 1000 at a time, each chunk with the reference REF-N (N the chunk index; REF
 defaults to the file's name and a hash of its content), so running the same file
 again applies nothing. Each row applies on its own: the summary counts applied,
-unchanged and failed rows and lists the first failures by line number.` + environmentHelp,
+unchanged and failed rows and lists the first failures by line number.`,
 		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
@@ -328,44 +441,44 @@ unchanged and failed rows and lists the first failures by line number.` + enviro
 				return cliError(stockImport(ctx, st, args[0], reference, stdout))
 			})
 		},
-	}
+	}, dbSettings...)
 	imp.Flags().StringVar(&reference, "reference", "", "reference prefix of the chunks (default: file name and content hash)")
 	stock.AddCommand(imp)
 	return stock
 }
 
 func reconcileCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	return readsSettings(&cobra.Command{
 		Use:   "reconcile",
 		Short: "Check every balance against its ledger; exit 1 if any disagrees",
 		Long: `Check every balance against the ledger and the codes, print each invariant that
-does not hold, and exit 1 if there is one (for cron or a deploy gate).` + environmentHelp,
+does not hold, and exit 1 if there is one (for cron or a deploy gate).`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
 			return withPlainStore(ctx, cfg, func(st *store.Store) error { return reconcile(ctx, st, stdout) })
 		},
-	}
+	}, dbSettings...)
 }
 
 func demoCommand(ctx context.Context, config configFunc, stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	return readsSettings(&cobra.Command{
 		Use:   "demo",
 		Short: "Load the demo catalog into a database without locations",
 		Long: `Load a small demo catalog (2 locations, 5 SKUs, 20 gift-card codes) into a
-database that has no locations yet; otherwise do nothing.` + environmentHelp,
+database that has no locations yet; otherwise do nothing.`,
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, _, err := config()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := config(cmd)
 			if err != nil {
 				return err
 			}
 			return withStore(ctx, cfg, func(st *store.Store) error { return cliError(loadDemo(ctx, st, stdout)) })
 		},
-	}
+	}, slices.Concat(dbSettings, codesSettings)...)
 }
 
 // settingsCommand prints every setting as Markdown; go generate writes it to

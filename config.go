@@ -305,7 +305,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("INVENTORY_DB_ANONYMOUS_CONNS must be at most INVENTORY_DB_MAX_CONNS - 1 (%d): callers with a token keep the rest, got %q", most, getenv("INVENTORY_DB_ANONYMOUS_CONNS")))
 	}
 	if cfg.DatabaseURL == "" {
-		errs = append(errs, errors.New("DATABASE_URL is required (make run sets it up)"))
+		errs = append(errs, errors.New("DATABASE_URL is not set: in a shell next to make run, load its settings first: set -a; . .data/dev.env; set +a (or set DATABASE_URL to your PostgreSQL)"))
 	}
 	switch cfg.DBPooler {
 	case "none", "transaction":

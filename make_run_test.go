@@ -84,7 +84,8 @@ func devEnv(t *testing.T, path, name string) string {
 
 // TestMakeRunTwice: a second make run while one serves stops at once saying
 // the port is in use, and the first server's admin key still works; the
-// settings and key a second shell needs are in dev.env.
+// settings and key a second shell needs are in dev.env; make stop stops the
+// server and not DATABASE_URL's PostgreSQL.
 func TestMakeRunTwice(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewEmptyDatabase(t)
@@ -141,6 +142,22 @@ func TestMakeRunTwice(t *testing.T) {
 	}
 	if got := devEnv(t, filepath.Join(dir, "dev.env"), "ADMIN_TOKEN"); got != token {
 		t.Fatal("the second make run changed dev.env")
+	}
+
+	// make stop stops this make run's server and leaves DATABASE_URL's
+	// PostgreSQL alone.
+	stop := exec.CommandContext(ctx, "bash", "scripts/stop.sh")
+	stop.Env = append(os.Environ(), "DATABASE_URL="+url, "INVENTORY_DEV_DIR="+dir)
+	stopOut, err := stop.CombinedOutput()
+	if err != nil || !strings.Contains(string(stopOut), "stopped the server make run started") ||
+		strings.Contains(string(stopOut), "stopped PostgreSQL") || !strings.Contains(string(stopOut), "DATABASE_URL is not make run's own: left running") {
+		t.Fatalf("make stop: %v\n%s", err, stopOut)
+	}
+	if _, err := http.Get("http://" + addr + "/readyz"); err == nil {
+		t.Fatal("make stop said it stopped the server, which still answers")
+	}
+	if n := tablesIn(t, url); n == 0 {
+		t.Fatal("DATABASE_URL's database has no tables after make stop")
 	}
 
 	// A DATABASE_URL that does not answer is an error, not another database.

@@ -382,8 +382,14 @@ func newStore(pool *pgxpool.Pool) (*store.Store, error) {
 	return st, nil
 }
 
+// cliPoolConns is the size of a command's pool (INVENTORY_DB_MAX_CONNS is
+// the server's): each command works through one connection at a time, and
+// River's and goose's migrators through at most two.
+const cliPoolConns = 4
+
+// withPool runs fn with a command's pool on the direct connection.
 func withPool(ctx context.Context, cfg config, fn func(*pgxpool.Pool) error) error {
-	pool, err := openPool(ctx, cfg, cfg.direct(), "cli", cfg.DBMaxConns)
+	pool, err := openPool(ctx, cfg, cfg.direct(), "cli", cliPoolConns)
 	if err != nil {
 		return err
 	}

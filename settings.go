@@ -15,24 +15,34 @@ type setting struct {
 	Default string // the value in effect when unset, as one would write it; "" when there is none
 	Shown   string // how the docs show a default that is not a plain value
 	Meaning string // Markdown
+	// Brief is the one line a command's help gives the setting (commands.go,
+	// settingsHelp); set for the settings some help lists, and only those.
+	Brief string
 }
 
 // settings lists every variable, in the order the docs show them.
 var settings = []setting{
 	{Name: "DATABASE_URL", Group: "Essentials", Default: "", Shown: "(required; `make run` sets it)",
-		Meaning: "PostgreSQL connection URL for request traffic (the request, job and event-relay pools); may point at PgBouncer in transaction mode (set `INVENTORY_DB_POOLER=transaction` and `DATABASE_DIRECT_URL` then)"},
+		Meaning: "PostgreSQL connection URL for request traffic (the request, job and event-relay pools); may point at PgBouncer in transaction mode (set `INVENTORY_DB_POOLER=transaction` and `DATABASE_DIRECT_URL` then)",
+		Brief:   "PostgreSQL URL (make run writes it to .data/dev.env)"},
 	{Name: "LISTEN_ADDR", Group: "Essentials", Default: ":8080", Shown: "",
-		Meaning: "HTTP listen address (`127.0.0.1:0` picks a free port)"},
+		Meaning: "HTTP listen address (`127.0.0.1:0` picks a free port)",
+		Brief:   "HTTP listen address"},
 	{Name: "INVENTORY_TOKEN_SECRET", Group: "Essentials", Default: "", Shown: "(required to serve)",
-		Meaning: "HMAC key ring for checkout tokens and admin sessions: `secret[,older secret…]` (at most 4, each at least 32 bytes); the first signs, all verify; all instances share it (rotation: docs/operations.md)"},
+		Meaning: "HMAC key ring for checkout tokens and admin sessions: `secret[,older secret…]` (at most 4, each at least 32 bytes); the first signs, all verify; all instances share it (rotation: docs/operations.md)",
+		Brief:   "token secrets, each at least 32 bytes; the first signs"},
 	{Name: "INVENTORY_CODES_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
-		Meaning: "code encryption key ring: `id:base64key[,id:base64key…]`, first seals new codes"},
+		Meaning: "code encryption key ring: `id:base64key[,id:base64key…]`, first seals new codes",
+		Brief:   "code encryption keys id:base64[,…]; the first seals"},
 	{Name: "INVENTORY_CODES_HMAC_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
-		Meaning: "base64 32-byte key for code dedupe fingerprints; never rotate"},
+		Meaning: "base64 32-byte key for code dedupe fingerprints; never rotate",
+		Brief:   "code fingerprint key, base64"},
 	{Name: "DATABASE_DIRECT_URL", Group: "Database", Default: "", Shown: "`DATABASE_URL`",
-		Meaning: "a direct connection to the primary for what needs a session: migrations (an advisory lock), the event stream's `LISTEN`, and River's job-working client (its `LISTEN` and leader election). When set, River gets a pool of its own there (`INVENTORY_DB_DIRECT_CONNS`); job work itself stays on `DATABASE_URL`"},
+		Meaning: "a direct connection to the primary for what needs a session: migrations (an advisory lock), the event stream's `LISTEN`, and River's job-working client (its `LISTEN` and leader election). When set, River gets a pool of its own there (`INVENTORY_DB_DIRECT_CONNS`); job work itself stays on `DATABASE_URL`",
+		Brief:   "a direct connection to the primary; used instead of DATABASE_URL when set"},
 	{Name: "INVENTORY_DB_POOLER", Group: "Database", Default: "none", Shown: "",
-		Meaning: "`transaction` when `DATABASE_URL` is PgBouncer (or another pooler) in transaction mode: no server-side prepared statements (statement descriptions are cached client-side, queries stay one round trip) and no startup parameters (`statement_timeout`, `lock_timeout`, `jit` must then be the role's defaults: `ALTER ROLE … SET`, see docs/operations.md; `serve` refuses to start when they are unbounded). `none`: a direct connection"},
+		Meaning: "`transaction` when `DATABASE_URL` is PgBouncer (or another pooler) in transaction mode: no server-side prepared statements (statement descriptions are cached client-side, queries stay one round trip) and no startup parameters (`statement_timeout`, `lock_timeout`, `jit` must then be the role's defaults: `ALTER ROLE … SET`, see docs/operations.md; `serve` refuses to start when they are unbounded). `none`: a direct connection",
+		Brief:   "transaction when DATABASE_URL is PgBouncer (needs DATABASE_DIRECT_URL)"},
 	{Name: "INVENTORY_DB_DIRECT_CONNS", Group: "Database", Default: "4", Shown: "",
 		Meaning: "River's pool on `DATABASE_DIRECT_URL`, when that is set (one held for `LISTEN`, the rest for fetching and completing jobs in batches), per instance"},
 	{Name: "DATABASE_REPLICA_URL", Group: "Database", Default: "", Shown: "(none)",
@@ -50,9 +60,11 @@ var settings = []setting{
 	{Name: "INVENTORY_DB_EVENT_CONNS", Group: "Database", Default: "4", Shown: "",
 		Meaning: "connections for the event relay and subscribers' catch-up reads (plus one for LISTEN). Each relay publish and fetch, waiting for a connection included, is bounded to 10 s; requests by `INVENTORY_REQUEST_TIMEOUT`; River's jobs by River's job timeout (1 min)"},
 	{Name: "INVENTORY_DB_STATEMENT_TIMEOUT", Group: "Database", Default: "30s", Shown: "",
-		Meaning: "`statement_timeout` of the server's sessions"},
+		Meaning: "`statement_timeout` of the server's sessions",
+		Brief:   "statement_timeout of its sessions"},
 	{Name: "INVENTORY_DB_LOCK_TIMEOUT", Group: "Database", Default: "10s", Shown: "",
-		Meaning: "`lock_timeout` of the server's sessions: a request that waits longer for a row lock fails (INTERNAL) instead of holding its connection"},
+		Meaning: "`lock_timeout` of the server's sessions: a request that waits longer for a row lock fails (INTERNAL) instead of holding its connection",
+		Brief:   "lock_timeout of its sessions"},
 	{Name: "INVENTORY_MIGRATE_ON_START", Group: "Database", Default: "true", Shown: "",
 		Meaning: "`serve` applies pending migrations first (instances queue on an advisory lock)"},
 	{Name: "INVENTORY_MAX_BODY_BYTES", Group: "HTTP", Default: "1048576", Shown: "",
@@ -164,7 +176,8 @@ var settings = []setting{
 	{Name: "INVENTORY_PPROF_ADDR", Group: "Operations", Default: "", Shown: "(off)",
 		Meaning: "serve Go's profiler (`/debug/pprof/`) on this address, e.g. `127.0.0.1:6060`, for `go tool pprof`; keep it private"},
 	{Name: "INVENTORY_LOG_LEVEL", Group: "Operations", Default: "info", Shown: "",
-		Meaning: "`debug`, `info`, `warn`, `error`. At `info` the log has one line per request (`method`, `path`, GraphQL `operation`, `status`, `duration`, `request_id`, caller `role`; never a token, variable or code; a WebSocket's line when it closes); River's routine lines are at `debug`"},
+		Meaning: "`debug`, `info`, `warn`, `error`. At `info` the log has one line per request (`method`, `path`, GraphQL `operation`, `status`, `duration`, `request_id`, caller `role`; never a token, variable or code; a WebSocket's line when it closes); River's routine lines are at `debug`",
+		Brief:   "debug, info, warn or error"},
 }
 
 // settingsMarkdown renders the settings as docs/configuration.md.

@@ -5,24 +5,30 @@
 #
 #   1. $DATABASE_URL, if set: it must answer, or this stops and says so (it never
 #      quietly uses another database instead);
-#   2. a private cluster of this checkout under ./.data/pg, made with initdb and
-#      started on 127.0.0.1 (port: $INVENTORY_PG_PORT, else one derived from the
-#      checkout's path) if it is not running. As
+#   2. a private cluster of this checkout in pg under make run's directory
+#      ($INVENTORY_DEV_DIR, default ./.data), made with initdb and started on
+#      127.0.0.1 (port: $INVENTORY_PG_PORT, else one derived from the
+#      checkout's path) if it is not running; also when $DATABASE_URL is that
+#      cluster's URL (a shell that loaded dev.env) and it was stopped. As
 #      root it runs as the "postgres" user (created if needed), and lives under
 #      /var/tmp when that user cannot reach ./.data;
 #   3. as root on Debian without initdb: apt-get install postgresql, then 2.
 #
-# It configures and restarts only the cluster it made itself; a PostgreSQL of
-# the machine's is used only through DATABASE_URL, untouched.
+# initdb's and pg_ctl's output goes to pg.log in make run's directory (its
+# tail is shown when they fail); the cluster keeps running after make run or
+# make test, and make stop (scripts/stop.sh) stops it. It configures and
+# restarts only the cluster it made itself; a PostgreSQL of the machine's is
+# used only through DATABASE_URL, untouched.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/pglib.sh"
 DB_NAME=${INVENTORY_DB_NAME:-inventory}
 ROLE=inventory
 PASSWORD=inventory
-# Each checkout's cluster gets a port of its own (two clones side by side must
-# not meet on one), 54329..54928, unless INVENTORY_PG_PORT says otherwise.
-PRIVATE_PORT=${INVENTORY_PG_PORT:-$((54329 + $(echo "$ROOT" | cksum | cut -d' ' -f1) % 600))}
+PRIVATE_PORT=$(private_pg_port)
+DEV_DIR=$(dev_dir)
+SETUP_LOG=$DEV_DIR/pg.log
 MIN_CONNECTIONS=300
 
 log() { echo "pgup: $*" >&2; }
@@ -31,12 +37,6 @@ die() { echo "pgup: $*" >&2; exit 1; }
 answers() { psql "$1" -Atqc 'select 1' >/dev/null 2>&1; }
 
 url_for() { echo "postgres://$ROLE:$PASSWORD@127.0.0.1:$1/$2?sslmode=disable"; }
-
-# as_owner runs a command as the OS user that owns the cluster ($1).
-as_owner() {
-  local owner=$1; shift
-  if [ "$(id -un)" = "$owner" ]; then "$@"; else runuser -u "$owner" -- "$@"; fi
-}
 
 # ensure_role_and_db creates the project's role (CREATEDB, so tests can clone
 # per-test databases from a template) and database, using a superuser psql ($@).
@@ -54,7 +54,7 @@ GRANT pg_signal_backend TO $ROLE;
 SQL
   if [ "$("$@" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" != 1 ]; then
     "$@" -v ON_ERROR_STOP=1 -qc "CREATE DATABASE \"$DB_NAME\" OWNER $ROLE" >/dev/null
-    log "created database $DB_NAME"
+    echo "pgup: created database $DB_NAME" >>"$SETUP_LOG"
   fi
 }
 
@@ -63,34 +63,42 @@ find_initdb() {
   ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 | grep . || return 1
 }
 
+# failed WHAT LOG... stops, showing the end of each log.
+failed() {
+  local what=$1 f; shift
+  for f in "$@"; do
+    [ -s "$f" ] && { echo "pgup: the end of $(shown "$f"):" >&2; tail -n 15 "$f" | sed 's/^/  /' >&2; }
+  done
+  die "$what failed (the whole output: $(shown "$SETUP_LOG"))"
+}
+
 private_cluster() {
-  local initdb bindir dir owner
+  local initdb bindir dir owner made=""
   initdb=$(find_initdb) || return 1
   bindir=$(dirname "$initdb")
-  dir="$ROOT/.data/pg"
-  owner=$(id -un)
-  if [ "$(id -u)" = 0 ]; then
-    owner=postgres
-    id -u "$owner" >/dev/null 2>&1 || useradd --system --no-create-home "$owner"
-    # The cluster's owner must be able to reach the data folder; a clone under
-    # /root is not reachable, so root's private cluster lives under /var/tmp.
-    if ! runuser -u "$owner" -- test -x "$ROOT/.data" 2>/dev/null; then
-      mkdir -p "$ROOT/.data"
-      if ! runuser -u "$owner" -- test -x "$ROOT/.data" 2>/dev/null; then
-        dir="/var/tmp/inventory-pg-$(echo "$ROOT" | cksum | cut -d' ' -f1)"
-      fi
-    fi
-  fi
+  owner=$(pg_owner)
+  dir=$(private_pg_dir "$owner")
+  mkdir -p "$DEV_DIR"
   if [ ! -f "$dir/PG_VERSION" ]; then
-    log "initdb $dir ($bindir)"
     mkdir -p "$dir"
     [ "$owner" = "$(id -un)" ] || chown "$owner" "$dir"
-    as_owner "$owner" "$bindir/initdb" -D "$dir" -U "$ROLE" --auth=trust -E UTF8 >&2
+    echo "== $(date -u +%FT%TZ) initdb $dir" >>"$SETUP_LOG"
+    as_owner "$owner" "$bindir/initdb" -D "$dir" -U "$ROLE" --auth=trust -E UTF8 >>"$SETUP_LOG" 2>&1 ||
+      failed initdb "$SETUP_LOG"
+    # The mark of a cluster this script made: make stop stops no other.
+    echo "made by scripts/pgup.sh for $DEV_DIR on $(date -u +%FT%TZ); make stop stops it" >"$dir/$PGUP_MARKER"
+    made=1
   fi
   if ! as_owner "$owner" "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
-    log "starting private cluster in $dir on 127.0.0.1:$PRIVATE_PORT"
+    echo "== $(date -u +%FT%TZ) pg_ctl start $dir on 127.0.0.1:$PRIVATE_PORT" >>"$SETUP_LOG"
     as_owner "$owner" "$bindir/pg_ctl" -D "$dir" -l "$dir/server.log" -w \
-      -o "-p $PRIVATE_PORT -k $dir -c listen_addresses=127.0.0.1 -c max_connections=$MIN_CONNECTIONS" start >&2
+      -o "-p $PRIVATE_PORT -k $dir -c listen_addresses=127.0.0.1 -c max_connections=$MIN_CONNECTIONS" start >>"$SETUP_LOG" 2>&1 ||
+      failed "starting PostgreSQL on 127.0.0.1:$PRIVATE_PORT" "$SETUP_LOG" "$dir/server.log"
+    if [ -n "$made" ]; then
+      log "made a private PostgreSQL in $(shown "$dir") and started it on 127.0.0.1:$PRIVATE_PORT (setup output: $(shown "$SETUP_LOG"))"
+    else
+      log "started the private PostgreSQL in $(shown "$dir") on 127.0.0.1:$PRIVATE_PORT"
+    fi
   fi
   ensure_role_and_db psql "$(url_for "$PRIVATE_PORT" postgres)"
   url_for "$PRIVATE_PORT" "$DB_NAME"
@@ -112,6 +120,10 @@ if [ -n "${DATABASE_URL:-}" ]; then
     fi
     echo "$DATABASE_URL"
     exit 0
+  fi
+  # A shell that loaded dev.env after make stop: start that cluster again.
+  if [ "$DATABASE_URL" = "$(private_pg_url)" ] && [ -f "$(private_pg_dir "$(pg_owner)")/$PGUP_MARKER" ]; then
+    private_cluster && exit 0
   fi
   safe=$(echo "$DATABASE_URL" | sed -E 's#//([^:@/]*):[^@/]*@#//\1:***@#')
   die "DATABASE_URL ($safe) does not answer. Start that PostgreSQL, fix the URL, or unset DATABASE_URL to use a private cluster under ./.data."

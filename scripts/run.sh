@@ -8,8 +8,14 @@
 # ever added, never revoked. Settings and the newest admin key are kept in
 # $INVENTORY_DEV_DIR/dev.env (default .data/dev.env, ignored by git), which a
 # second shell loads with: set -a; . .data/dev.env; set +a
+#
+# What keeps running: the server until Ctrl-C, and the private PostgreSQL
+# pgup.sh started (for the next make run, make test and the CLI) until make
+# stop (scripts/stop.sh), which also stops this server if it still serves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
+. scripts/pglib.sh
 DEV_DIR=${INVENTORY_DEV_DIR:-.data}
 DEV_ENV=$DEV_DIR/dev.env
 
@@ -55,7 +61,11 @@ set_env() {
 }
 
 go build -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(git rev-parse HEAD 2>/dev/null)" -o bin/inventory .
-bin/inventory migrate
+# One line for the migrations, not one per migration (inventory migrate
+# status lists them); an error is shown as it is.
+migrated=$(bin/inventory migrate) || { echo "$migrated"; die "inventory migrate failed"; }
+applied=$(grep -c '^applied' <<<"$migrated" || true)
+[ "$applied" = 0 ] || echo "make run: applied $applied migrations (inventory migrate status lists them)"
 bin/inventory demo
 # A new development admin key each run (secrets are stored hashed, so an old
 # one cannot be shown again); older ones stay valid, since a server that is
@@ -63,16 +73,25 @@ bin/inventory demo
 ADMIN_TOKEN=$(bin/inventory token create --role admin --name "dev-admin-$(date +%Y%m%d-%H%M%S)-$$" | tail -n 1)
 set_env DATABASE_URL "$DATABASE_URL"
 set_env ADMIN_TOKEN "$ADMIN_TOKEN"
+if [ "$DATABASE_URL" = "$(private_pg_url)" ]; then
+  STOP="Ctrl-C stops the server. PostgreSQL (private, $(shown "$(private_pg_dir "$(pg_owner)")")) keeps running: make stop stops it"
+else
+  STOP="Ctrl-C stops the server. The database is DATABASE_URL's: make stop leaves it alone"
+fi
 cat <<MSG
 
   Inventory server: http://localhost:$PORT/  (GraphiQL)   API: http://localhost:$PORT/graphql
   Database:         $DATABASE_URL
   Admin token:      $ADMIN_TOKEN
   In another shell: set -a; . $DEV_ENV; set +a   (DATABASE_URL, keys, ADMIN_TOKEN for the CLI and curl)
+  Stop:             $STOP
 
   Try: curl -s localhost:$PORT/graphql -H 'Content-Type: application/json' \\
          -d '{"query":"{ availability(skus: [\"HEADPHONES-BLK\"]) { sku available } }"}'
 
 MSG
 export LISTEN_ADDR
+# make stop stops this server by its pid (exec keeps it): it checks that the
+# pid is still this checkout's bin/inventory first.
+echo $$ >"$DEV_DIR/server.pid"
 exec bin/inventory serve
