@@ -27,14 +27,16 @@ func setUp(ctx context.Context, o options, name string, httpClients, shoppers in
 		return nil, nil, fmt.Errorf("results dir: %w", err)
 	}
 	var undo []func()
-	cleanup = func() {
+	undoAll := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
 	}
+	// Not the named result: an error return sets that to nil before this
+	// runs (a server that failed to start made the bench panic here).
 	defer func() {
 		if err != nil {
-			cleanup()
+			undoAll()
 		}
 	}()
 	tmp, err := os.MkdirTemp("", "inventory-"+name+"-")
@@ -85,5 +87,5 @@ func setUp(ctx context.Context, o options, name string, httpClients, shoppers in
 	if b.shoppers, err = newShoppers(env, shoppers); err != nil {
 		return nil, nil, err
 	}
-	return b, cleanup, nil
+	return b, undoAll, nil
 }
