@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"inventory/domain"
 )
@@ -19,7 +20,8 @@ type AnswerValidator interface {
 }
 
 // Bounds of the serialized-answer cache: at most this many answers, of at
-// most this many bytes in all; past either it starts empty again.
+// most this many bytes in all (keys, answers and what they read: see
+// cachedAnswer.size); past either it starts empty again.
 const (
 	maxCachedAnswers     = 10_000
 	maxCachedAnswerBytes = 32 << 20
@@ -45,6 +47,17 @@ type cachedAnswer struct {
 	contentType string
 	seq         int64
 	deps        []domain.AnswerDep
+}
+
+// size is what an entry under key holds that callers chose the size of:
+// the key (a GET's query string), the answer and what it read (a dep per
+// SKU read: its code and two words).
+func (a *cachedAnswer) size(key string) int {
+	n := len(key) + len(a.body)
+	for _, d := range a.deps {
+		n += int(unsafe.Sizeof(d)) + len(d.SKU)
+	}
+	return n
 }
 
 func newAnswerCache(check AnswerValidator) *answerCache {
@@ -97,20 +110,22 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if old := c.m[key]; old != nil {
-			c.bytes -= len(old.body)
+			c.bytes -= old.size(key)
 		}
-		if len(c.m) >= maxCachedAnswers || c.bytes+len(entry.body) > maxCachedAnswerBytes {
+		if len(c.m) >= maxCachedAnswers || c.bytes+entry.size(key) > maxCachedAnswerBytes {
 			c.m, c.bytes = map[string]*cachedAnswer{}, 0
 		}
 		c.m[key] = entry
-		c.bytes += len(entry.body)
+		c.bytes += entry.size(key)
 	})
 }
 
-// maxCachedPOSTBodyBytes is the largest POST body whose answer is kept:
-// storefront queries are small (a persisted query's text is at most
-// maxPersistedQueryBytes).
-const maxCachedPOSTBodyBytes = 64 << 10
+// maxCachedRequestBytes is the largest POST body or GET query string whose
+// answer is kept: storefront queries are small (a persisted query's text is
+// at most maxPersistedQueryBytes), and a GET's key is its query string,
+// which a caller could otherwise pad to the 1 MB net/http reads
+// (TestAnswerCacheKeepsNoCallerSizedKeys: 300 such GETs kept 449 MB).
+const maxCachedRequestBytes = 64 << 10
 
 // answerKey is the cache key of an anonymous query request, false for
 // anything the cache leaves alone (a caller with credentials, a method
@@ -134,15 +149,18 @@ func answerKey(r *http.Request) (string, bool) {
 		return "", false // answered 406, never from the cache
 	}
 	if r.Method == http.MethodGet {
+		if len(r.URL.RawQuery) > maxCachedRequestBytes {
+			return "", false // a key as long as the caller likes (net/http reads request lines up to 1 MB)
+		}
 		return "G" + media + "\x00" + r.URL.RawQuery, true
 	}
 	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" ||
 		requestWrites(r.Context()) || r.Body == nil {
 		return "", false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCachedPOSTBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCachedRequestBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxCachedPOSTBodyBytes {
+	if err != nil || len(body) > maxCachedRequestBytes {
 		return "", false
 	}
 	h := sha256.New()
