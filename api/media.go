@@ -35,7 +35,11 @@ func responseMediaType(accept string) (mediaType string, ok bool) {
 	}
 	gr, js := acceptance{}, acceptance{}
 	parsed := false
-	for i, part := range strings.Split(accept, ",") {
+	i := -1
+	for part := range strings.SplitSeq(accept, ",") {
+		if i++; i == maxAcceptRanges {
+			break
+		}
 		rng, q, valid := parseMediaRange(part)
 		if !valid {
 			continue
@@ -60,6 +64,17 @@ func responseMediaType(accept string) (mediaType string, ok bool) {
 		return mediaJSON, true
 	}
 }
+
+// maxAcceptRanges is how many elements of an Accept header are read: a
+// browser's has about five, and net/http admits a header of up to 1 MB,
+// whose ~200,000 elements would otherwise each be split and lower-cased
+// (twice a request: the answer cache and the transport both negotiate).
+// Ranges after it are ignored.
+const maxAcceptRanges = 32
+
+// maxMediaRangeBytes is the longest media range read (RFC 6838: a type and
+// a subtype of at most 127 characters each); a longer one is no media range.
+const maxMediaRangeBytes = 255
 
 // acceptance is what an Accept header says of one media type: the q of the
 // most specific range matching it (specificity 2 the type itself, 1
@@ -92,13 +107,19 @@ func (a *acceptance) consider(rng string, mediaType string, q float64, position 
 // lower-cased, and its q-value (1 if absent). valid is false for what is no
 // media range (no "/", or a q that is not a number in [0, 1]).
 func parseMediaRange(part string) (rng string, q float64, valid bool) {
-	params := strings.Split(part, ";")
-	rng = strings.ToLower(strings.TrimSpace(params[0]))
+	rng, params, _ := strings.Cut(part, ";")
+	if rng = strings.TrimSpace(rng); len(rng) > maxMediaRangeBytes {
+		return "", 0, false
+	}
+	rng = strings.ToLower(rng)
 	if typ, sub, found := strings.Cut(rng, "/"); !found || typ == "" || sub == "" || (typ == "*" && sub != "*") {
 		return "", 0, false
 	}
 	q = 1
-	for _, p := range params[1:] {
+	if params == "" {
+		return rng, q, true
+	}
+	for p := range strings.SplitSeq(params, ";") {
 		name, value, _ := strings.Cut(p, "=")
 		if !strings.EqualFold(strings.TrimSpace(name), "q") {
 			continue

@@ -1,6 +1,9 @@
 package api
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestResponseMediaType(t *testing.T) {
 	t.Parallel()
@@ -38,6 +41,10 @@ func TestResponseMediaType(t *testing.T) {
 		{",,,", js},
 		{"*/json", js},
 		{gr + ";q=1.5", js},
+		// Only the first maxAcceptRanges ranges are read.
+		{strings.Repeat("text/html, ", maxAcceptRanges-1) + gr, gr},
+		{strings.Repeat("text/html, ", maxAcceptRanges) + gr, ""},
+		{"application/" + strings.Repeat("x", maxMediaRangeBytes) + ", " + gr, gr},
 	} {
 		want := c.want
 		got, ok := responseMediaType(c.accept)
