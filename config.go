@@ -20,36 +20,37 @@ import (
 // config is the server's whole configuration, read from the environment.
 // README.md lists every variable with its default.
 type config struct {
-	DatabaseURL        string        // DATABASE_URL (required): request traffic, may be PgBouncer in transaction mode
-	DatabaseDirectURL  string        // DATABASE_DIRECT_URL: what needs a session (migrations, LISTEN, River); DATABASE_URL when unset
-	DBPooler           string        // INVENTORY_DB_POOLER: "none" or "transaction" (DATABASE_URL is PgBouncer in transaction mode)
-	DBDirectConns      int32         // INVENTORY_DB_DIRECT_CONNS: River's own pool on DATABASE_DIRECT_URL, when that is set
-	DatabaseReplicaURL string        // DATABASE_REPLICA_URL: a streaming standby for storefront reads; none when unset
-	DBReplicaConns     int32         // INVENTORY_DB_REPLICA_CONNS: the standby's pool
-	ReplicaMaxLag      time.Duration // INVENTORY_REPLICA_MAX_LAG: past it the primary answers
-	ListenAddr         string        // LISTEN_ADDR
-	TokenSecret        string        // INVENTORY_TOKEN_SECRET: secret[,older secret…] (required to serve; each >= 32 bytes)
-	CodesKey           string        // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
-	CodesHMACKey       string        // INVENTORY_CODES_HMAC_KEY: base64, never rotated
-	DBMaxConns         int32         // INVENTORY_DB_MAX_CONNS: the request pool
-	DBJobConns         int32         // INVENTORY_DB_JOB_CONNS: River's pool
-	DBEventConns       int32         // INVENTORY_DB_EVENT_CONNS: the event relay's pool
-	DBStatementTimeout time.Duration // INVENTORY_DB_STATEMENT_TIMEOUT
-	DBLockTimeout      time.Duration // INVENTORY_DB_LOCK_TIMEOUT
-	MaxBodyBytes       int64         // INVENTORY_MAX_BODY_BYTES
-	MaxUploadBytes     int64         // INVENTORY_MAX_UPLOAD_BYTES
-	MaxComplexity      int           // INVENTORY_MAX_COMPLEXITY
-	MaxQueryTokens     int           // INVENTORY_MAX_QUERY_TOKENS
-	QueryCacheBytes    int64         // INVENTORY_QUERY_CACHE_BYTES
-	DBAnonymousConns   int           // INVENTORY_DB_ANONYMOUS_CONNS: of DBMaxConns, what anonymous callers may use at once
-	ShutdownTimeout    time.Duration // INVENTORY_SHUTDOWN_TIMEOUT
-	MigrateOnStart     bool          // INVENTORY_MIGRATE_ON_START
-	ReconcileInterval  time.Duration // INVENTORY_RECONCILE_INTERVAL
-	SweepInterval      time.Duration // INVENTORY_SWEEP_INTERVAL
-	SweepGrace         time.Duration // INVENTORY_SWEEP_GRACE
-	JobWorkers         int           // INVENTORY_JOB_WORKERS
-	RunJobs            bool          // INVENTORY_RUN_JOBS: false serves the API without working River jobs (they wait for an instance that does)
-	EventsRetention    time.Duration // INVENTORY_EVENTS_RETENTION
+	DatabaseURL        string         // DATABASE_URL (required): request traffic, may be PgBouncer in transaction mode
+	DatabaseDirectURL  string         // DATABASE_DIRECT_URL: what needs a session (migrations, LISTEN, River); DATABASE_URL when unset
+	DBPooler           string         // INVENTORY_DB_POOLER: "none" or "transaction" (DATABASE_URL is PgBouncer in transaction mode)
+	DBDirectConns      int32          // INVENTORY_DB_DIRECT_CONNS: River's own pool on DATABASE_DIRECT_URL, when that is set
+	DatabaseReplicaURL string         // DATABASE_REPLICA_URL: a streaming standby for storefront reads; none when unset
+	DBReplicaConns     int32          // INVENTORY_DB_REPLICA_CONNS: the standby's pool
+	ReplicaMaxLag      time.Duration  // INVENTORY_REPLICA_MAX_LAG: past it the primary answers
+	ListenAddr         string         // LISTEN_ADDR
+	TokenSecret        string         // INVENTORY_TOKEN_SECRET: secret[,older secret…] (required to serve; each >= 32 bytes)
+	CodesKey           string         // INVENTORY_CODES_KEY: id:base64key[,id:base64key…], first encrypts
+	CodesHMACKey       string         // INVENTORY_CODES_HMAC_KEY: base64, never rotated
+	DBMaxConns         int32          // INVENTORY_DB_MAX_CONNS: the request pool
+	DBJobConns         int32          // INVENTORY_DB_JOB_CONNS: River's pool
+	DBEventConns       int32          // INVENTORY_DB_EVENT_CONNS: the event relay's pool
+	DBStatementTimeout time.Duration  // INVENTORY_DB_STATEMENT_TIMEOUT
+	DBLockTimeout      time.Duration  // INVENTORY_DB_LOCK_TIMEOUT
+	MaxBodyBytes       int64          // INVENTORY_MAX_BODY_BYTES
+	MaxUploadBytes     int64          // INVENTORY_MAX_UPLOAD_BYTES
+	MaxComplexity      int            // INVENTORY_MAX_COMPLEXITY
+	MaxQueryTokens     int            // INVENTORY_MAX_QUERY_TOKENS
+	AnswerCaps         api.AnswerCaps // INVENTORY_MAX_ANSWER_BYTES_ANONYMOUS, INVENTORY_MAX_ANSWER_BYTES
+	QueryCacheBytes    int64          // INVENTORY_QUERY_CACHE_BYTES
+	DBAnonymousConns   int            // INVENTORY_DB_ANONYMOUS_CONNS: of DBMaxConns, what anonymous callers may use at once
+	ShutdownTimeout    time.Duration  // INVENTORY_SHUTDOWN_TIMEOUT
+	MigrateOnStart     bool           // INVENTORY_MIGRATE_ON_START
+	ReconcileInterval  time.Duration  // INVENTORY_RECONCILE_INTERVAL
+	SweepInterval      time.Duration  // INVENTORY_SWEEP_INTERVAL
+	SweepGrace         time.Duration  // INVENTORY_SWEEP_GRACE
+	JobWorkers         int            // INVENTORY_JOB_WORKERS
+	RunJobs            bool           // INVENTORY_RUN_JOBS: false serves the API without working River jobs (they wait for an instance that does)
+	EventsRetention    time.Duration  // INVENTORY_EVENTS_RETENTION
 	// CodeRevealRetention and WebhookDeliveryRetention are
 	// INVENTORY_CODE_REVEAL_RETENTION and INVENTORY_WEBHOOK_DELIVERY_RETENTION:
 	// how long code-reveal audit rows and webhook delivery log rows are kept.
@@ -159,26 +160,30 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return d
 	}
 	cfg := config{
-		DatabaseURL:              getenv("DATABASE_URL"),
-		DatabaseDirectURL:        getenv("DATABASE_DIRECT_URL"),
-		DBPooler:                 str("INVENTORY_DB_POOLER", "none"),
-		DBDirectConns:            int32(min(num("INVENTORY_DB_DIRECT_CONNS", 4), 1000)),
-		DatabaseReplicaURL:       getenv("DATABASE_REPLICA_URL"),
-		DBReplicaConns:           int32(min(num("INVENTORY_DB_REPLICA_CONNS", 4), 1000)),
-		ReplicaMaxLag:            dur("INVENTORY_REPLICA_MAX_LAG", time.Second),
-		ListenAddr:               str("LISTEN_ADDR", ":8080"),
-		TokenSecret:              getenv("INVENTORY_TOKEN_SECRET"),
-		CodesKey:                 getenv("INVENTORY_CODES_KEY"),
-		CodesHMACKey:             getenv("INVENTORY_CODES_HMAC_KEY"),
-		DBMaxConns:               int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
-		DBEventConns:             int32(min(num("INVENTORY_DB_EVENT_CONNS", 4), 1000)),
-		DBStatementTimeout:       dur("INVENTORY_DB_STATEMENT_TIMEOUT", 30*time.Second),
-		DBLockTimeout:            dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
-		MaxBodyBytes:             num("INVENTORY_MAX_BODY_BYTES", 1<<20),
-		MaxUploadBytes:           num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
-		MaxComplexity:            int(min(num("INVENTORY_MAX_COMPLEXITY", 20_000), 100_000_000)),
-		MaxQueryTokens:           int(min(num("INVENTORY_MAX_QUERY_TOKENS", 10_000), 10_000_000)),
-		QueryCacheBytes:          num("INVENTORY_QUERY_CACHE_BYTES", 32<<20),
+		DatabaseURL:        getenv("DATABASE_URL"),
+		DatabaseDirectURL:  getenv("DATABASE_DIRECT_URL"),
+		DBPooler:           str("INVENTORY_DB_POOLER", "none"),
+		DBDirectConns:      int32(min(num("INVENTORY_DB_DIRECT_CONNS", 4), 1000)),
+		DatabaseReplicaURL: getenv("DATABASE_REPLICA_URL"),
+		DBReplicaConns:     int32(min(num("INVENTORY_DB_REPLICA_CONNS", 4), 1000)),
+		ReplicaMaxLag:      dur("INVENTORY_REPLICA_MAX_LAG", time.Second),
+		ListenAddr:         str("LISTEN_ADDR", ":8080"),
+		TokenSecret:        getenv("INVENTORY_TOKEN_SECRET"),
+		CodesKey:           getenv("INVENTORY_CODES_KEY"),
+		CodesHMACKey:       getenv("INVENTORY_CODES_HMAC_KEY"),
+		DBMaxConns:         int32(min(num("INVENTORY_DB_MAX_CONNS", 20), 10_000)),
+		DBEventConns:       int32(min(num("INVENTORY_DB_EVENT_CONNS", 4), 1000)),
+		DBStatementTimeout: dur("INVENTORY_DB_STATEMENT_TIMEOUT", 30*time.Second),
+		DBLockTimeout:      dur("INVENTORY_DB_LOCK_TIMEOUT", 10*time.Second),
+		MaxBodyBytes:       num("INVENTORY_MAX_BODY_BYTES", 1<<20),
+		MaxUploadBytes:     num("INVENTORY_MAX_UPLOAD_BYTES", 64<<20),
+		MaxComplexity:      int(min(num("INVENTORY_MAX_COMPLEXITY", 20_000), 100_000_000)),
+		MaxQueryTokens:     int(min(num("INVENTORY_MAX_QUERY_TOKENS", 10_000), 10_000_000)),
+		QueryCacheBytes:    num("INVENTORY_QUERY_CACHE_BYTES", 32<<20),
+		AnswerCaps: api.AnswerCaps{
+			Anonymous:     num("INVENTORY_MAX_ANSWER_BYTES_ANONYMOUS", 4<<20),
+			Authenticated: num("INVENTORY_MAX_ANSWER_BYTES", 64<<20),
+		},
 		ShutdownTimeout:          dur("INVENTORY_SHUTDOWN_TIMEOUT", 15*time.Second),
 		MigrateOnStart:           boolean("INVENTORY_MIGRATE_ON_START", true),
 		ReconcileInterval:        dur("INVENTORY_RECONCILE_INTERVAL", time.Hour),

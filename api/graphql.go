@@ -21,6 +21,9 @@ type GraphQLConfig struct {
 	// MaxComplexity bounds a query's cost (each field costs 1 plus its
 	// children, a list field times the rows its arguments ask for).
 	MaxComplexity int
+	// AnswerCaps bound an answer's bytes, by caller: checked on the
+	// document before it runs and on the answer before it is written.
+	AnswerCaps AnswerCaps
 	// MaxTokens bounds a document's tokens: the parser gives up past it,
 	// before building a tree of a hostile document.
 	MaxTokens int
@@ -76,10 +79,12 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.Use(extension.AutomaticPersistedQuery{Cache: docs.texts()})
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
+	srv.Use(&answerSize{caps: cfg.AnswerCaps})
 	// After the complexity limit: only what passed it is cached.
 	srv.Use(acceptDocuments{docs})
 	srv.Use(fanout.OperationIDs{})
 	srv.AroundOperations(operationName)
+	srv.AroundResponses(capAnswers(cfg.AnswerCaps))
 	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
 	srv.AroundRootFields(sequencedFields)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
