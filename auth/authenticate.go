@@ -37,12 +37,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain
 	// spaces, so the "Bearer " that `-H "Authorization: Bearer $TOKEN"` sends
 	// when $TOKEN is empty arrives as "Bearer": said apart from a malformed
 	// header, it points at the empty variable instead of the header's shape.
-	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return rejected("the Authorization header must be \"Bearer <token>\""), nil
-	}
-	if token = strings.TrimSpace(token); token == "" {
-		return rejected(EmptyBearerProblem), nil
+	token, problem := bearerToken(header)
+	if problem != "" {
+		return rejected(problem), nil
 	}
 	if isAPISecret(token) {
 		key, err := a.Keys.APIKeyGetBySecretHash(ctx, HashAPISecret(token))
@@ -59,6 +56,42 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (domain
 		return rejected(err.Error()), nil
 	}
 	return domain.Actor{Role: domain.RoleCheckout, Name: "checkout:" + checkoutID, CheckoutID: checkoutID}, nil
+}
+
+// bearerToken is the token of a "Bearer <token>" header, or why there is none.
+func bearerToken(header string) (token, problem string) {
+	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", "the Authorization header must be \"Bearer <token>\""
+	}
+	if token = strings.TrimSpace(token); token == "" {
+		return "", EmptyBearerProblem
+	}
+	return token, ""
+}
+
+// KnownKeys tells a key this instance knows to be live from a guessed one
+// without a database read per call. KeyCache is one.
+type KnownKeys interface {
+	KeyKnown(ctx context.Context, secretHash []byte) bool
+}
+
+// CheckableWithoutLookup says whether header carries a credential that can
+// be checked without a lookup a guesser could drive: a checkout token (its
+// signature is checked in memory) or an API key that Keys knows
+// (KnownKeys). A malformed header and an unknown key cannot: an address
+// that has spent its failed authentications is refused those before
+// anything is looked up, and served the rest.
+func (a *Authenticator) CheckableWithoutLookup(ctx context.Context, header string) bool {
+	token, problem := bearerToken(header)
+	if problem != "" {
+		return false
+	}
+	if !isAPISecret(token) {
+		return true
+	}
+	known, ok := a.Keys.(KnownKeys)
+	return ok && known.KeyKnown(ctx, HashAPISecret(token))
 }
 
 // EmptyBearerProblem is why a bearer header with no token after it is not

@@ -28,9 +28,12 @@ type KeyCache struct {
 	Keys   KeyLookup
 	MaxAge time.Duration
 
-	mu      sync.Mutex
-	entries map[string]cachedKey              // by secret hash
-	unknown *simplelru.LRU[string, time.Time] // secret hash → when it was read absent
+	mu       sync.Mutex
+	entries  map[string]cachedKey              // by secret hash
+	unknown  *simplelru.LRU[string, time.Time] // secret hash → when it was read absent
+	listed   map[string]struct{}               // live secret hashes at listedAt (KeyKnown)
+	listedAt time.Time
+	listing  sync.Mutex // held while listing the live keys
 
 	readsLive, readsUnknown atomic.Int64
 }
@@ -100,4 +103,59 @@ func (c *KeyCache) APIKeyGetBySecretHash(ctx context.Context, secretHash []byte)
 	}
 	c.entries[id] = cachedKey{key: *k, fetched: fetched}
 	return k, nil
+}
+
+// LiveKeyLister lists the secret hashes of the live keys. store.Store is one.
+type LiveKeyLister interface {
+	APIKeySecretHashesLive(ctx context.Context) ([][]byte, error)
+}
+
+// KnownKeysRefresh is how often, at most, KeyKnown lists the live keys
+// again: a key created on another instance is known here within this long.
+// However many guesses arrive, that is one small read per interval.
+const KnownKeysRefresh = 10 * time.Second
+
+// KeyKnown says whether secretHash is a key this instance has seen live,
+// or that was live when it last listed the keys (at most once per
+// KnownKeysRefresh, and only if Keys is a LiveKeyLister). It never reads
+// the database for the hash itself, so an address whose failed
+// authentications are spent can still be served its valid keys while
+// guessed ones cost nothing. Known is not authenticated: the key is still
+// looked up (and may have been revoked since).
+func (c *KeyCache) KeyKnown(ctx context.Context, secretHash []byte) bool {
+	id := string(secretHash)
+	c.mu.Lock()
+	_, seen := c.entries[id]
+	_, listed := c.listed[id]
+	stale := time.Since(c.listedAt) >= KnownKeysRefresh
+	c.mu.Unlock()
+	if seen || listed || !stale {
+		return seen || listed
+	}
+	lister, ok := c.Keys.(LiveKeyLister)
+	if !ok {
+		return false
+	}
+	c.listing.Lock() // one listing at a time; the rest wait for its result
+	defer c.listing.Unlock()
+	c.mu.Lock()
+	stale = time.Since(c.listedAt) >= KnownKeysRefresh
+	c.mu.Unlock()
+	if stale {
+		at := time.Now()
+		hashes, err := lister.APIKeySecretHashesLive(ctx)
+		if err == nil {
+			set := make(map[string]struct{}, len(hashes))
+			for _, h := range hashes {
+				set[string(h)] = struct{}{}
+			}
+			c.mu.Lock()
+			c.listed, c.listedAt = set, at
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, listed = c.listed[id]
+	return listed
 }

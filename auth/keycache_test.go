@@ -108,3 +108,43 @@ func TestKeyCacheUnknownKeysBounded(t *testing.T) {
 		t.Fatal("the least recently used unknown secret was not evicted")
 	}
 }
+
+// listedKeys is a key table that also lists its live hashes, counting lists.
+type listedKeys struct {
+	keyTable
+	lists atomic.Int64
+	live  [][]byte
+}
+
+func (k *listedKeys) APIKeySecretHashesLive(context.Context) ([][]byte, error) {
+	k.lists.Add(1)
+	return k.live, nil
+}
+
+// TestKeyKnownListsOncePerRefresh: 1,600 concurrent questions about
+// guessed keys list the live keys once (not once per guess, and never a
+// read per hash), a listed key is known without having been served, and
+// a guessed one is not.
+func TestKeyKnownListsOncePerRefresh(t *testing.T) {
+	t.Parallel()
+	live := HashAPISecret("inv_live")
+	table := &listedKeys{live: [][]byte{live}}
+	c := &KeyCache{Keys: table, MaxAge: time.Second}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 100 {
+				if c.KeyKnown(t.Context(), HashAPISecret(fmt.Sprintf("inv_guess%d-%d", g, i))) {
+					t.Errorf("a guessed key is known")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !c.KeyKnown(t.Context(), live) {
+		t.Fatal("a live key is not known")
+	}
+	if n, reads := table.lists.Load(), table.reads.Load(); n != 1 || reads != 0 {
+		t.Fatalf("1,601 questions listed the keys %d times and read %d hashes; want 1 and 0", n, reads)
+	}
+}

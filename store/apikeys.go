@@ -40,6 +40,21 @@ func (s *Store) APIKeyRevoke(ctx context.Context, name string) error {
 	return nil
 }
 
+// APIKeySecretHashesLive lists the secret hashes of every live key: the
+// few keys an instance serves, so that it can tell a valid key from a
+// guessed one without a read per guess (auth.KeyCache.KeyKnown).
+func (s *Store) APIKeySecretHashesLive(ctx context.Context) ([][]byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT secret_hash FROM api_keys WHERE revoked_at IS NULL`)
+	if err != nil {
+		return nil, wrap("APIKeySecretHashesLive", err)
+	}
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, wrap("APIKeySecretHashesLive", err)
+	}
+	return hashes, nil
+}
+
 // APIKeyGetBySecretHash finds the live key with this secret hash, or nil. It is
 // read on every authenticated request, so revocation takes effect at once on
 // every instance.
