@@ -70,8 +70,8 @@ func TestUnknownKeyIsNegativeCached(t *testing.T) {
 	ts := setupWith(t, map[string]string{"INVENTORY_RATE_LIMIT_AUTH_FAILURES": "0"})
 	before := ts.metricValue(`inventory_api_key_reads_total\{result="unknown"\}`)
 	for range 200 {
-		if r, err := gqlTo(ts.url, "inv_nosuchkey", `{ locations { code } }`, nil); err != nil || len(r.Errors) > 0 {
-			t.Fatalf("an unknown key reading the catalog: %v %+v", err, r)
+		if r, err := gqlTo(ts.url, "inv_nosuchkey", `{ locations { code } }`, nil); err != nil || r.errorCode() != "UNAUTHENTICATED" {
+			t.Fatalf("an unknown key reading the catalog: want UNAUTHENTICATED, got %v %+v", err, r)
 		}
 	}
 	reads := ts.metricValue(`inventory_api_key_reads_total\{result="unknown"\}`) - before

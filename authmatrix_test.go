@@ -33,7 +33,7 @@ func TestAuthMatrix(t *testing.T) {
 		name     string
 		query    func() string // a fresh document each call, so successful creates do not collide
 		mutation bool
-		want     map[string]string // by caller; anonymous, invalid and garbage-jwt share a row
+		want     map[string]string // by caller; a rejected token (invalid, garbage-jwt) is always UNAUTHENTICATED
 	}{
 		{"availability", func() string { return `{ availability(skus: ["HP-1"]) { sku } }` }, false,
 			map[string]string{"anonymous": ok, "checkout": ok, "service": ok, "admin": ok}},
@@ -77,7 +77,7 @@ func TestAuthMatrix(t *testing.T) {
 		for _, c := range callers {
 			want, found := op.want[c.name]
 			if !found {
-				want = op.want["anonymous"] // a rejected token acts anonymously
+				want = unauth // a rejected token is an error on every path, never anonymous
 			}
 			before := ts.count(writes)
 			r := ts.gql(c.token, op.query(), nil)

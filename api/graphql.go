@@ -84,6 +84,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.Use(acceptDocuments{docs})
 	srv.Use(fanout.OperationIDs{})
 	srv.AroundOperations(operationName)
+	srv.AroundOperations(refuseUnknownCredentials)
 	srv.AroundResponses(capAnswers(cfg.AnswerCaps))
 	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
 	srv.AroundRootFields(sequencedFields)
