@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"inventory/domain"
@@ -21,7 +20,8 @@ type AnswerValidator interface {
 
 // Bounds of the serialized-answer cache: at most this many answers, of at
 // most this many bytes in all (keys, answers and what they read: see
-// cachedAnswer.size); past either it starts empty again.
+// cachedAnswer.size); past either the least recently used answers go, so a
+// flood of distinct requests cannot keep a storefront's hot ones cold.
 const (
 	maxCachedAnswers     = 10_000
 	maxCachedAnswerBytes = 32 << 20
@@ -36,10 +36,8 @@ const (
 // It runs inside the rate limiter: a hit spends the anonymous read budget
 // like any read, and inside cacheHeaders, which tags the bytes as usual.
 type answerCache struct {
-	check AnswerValidator
-	mu    sync.Mutex
-	m     map[string]*cachedAnswer
-	bytes int
+	check   AnswerValidator
+	answers *byteLRU[*cachedAnswer]
 }
 
 type cachedAnswer struct {
@@ -52,19 +50,21 @@ type cachedAnswer struct {
 // size is what an entry under key holds that callers chose the size of:
 // the key (a GET's query string), the answer and what it read (a dep per
 // SKU read: its code and two words).
-func (a *cachedAnswer) size(key string) int {
+func (a *cachedAnswer) size(key string) int64 {
 	n := len(key) + len(a.body)
 	for _, d := range a.deps {
 		n += int(unsafe.Sizeof(d)) + len(d.SKU)
 	}
-	return n
+	return int64(n)
 }
 
 func newAnswerCache(check AnswerValidator) *answerCache {
 	if check == nil {
 		return nil
 	}
-	return &answerCache{check: check, m: map[string]*cachedAnswer{}}
+	answers := newByteLRU(maxCachedAnswerBytes, func(key string, a *cachedAnswer) int64 { return a.size(key) })
+	answers.maxEntries = maxCachedAnswers
+	return &answerCache{check: check, answers: answers}
 }
 
 func (c *answerCache) middleware(next http.Handler) http.Handler {
@@ -84,9 +84,7 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 			ctx, _ := domain.WithAnswerSeq(r.Context())
 			r = r.WithContext(ctx)
 		}
-		c.mu.Lock()
-		hit := c.m[key]
-		c.mu.Unlock()
+		hit, _ := c.answers.get(key)
 		if hit != nil && c.check.Unchanged(hit.deps) {
 			domain.NoteAnswerSeq(r.Context(), hit.seq)
 			w.Header().Set("Content-Type", hit.contentType)
@@ -106,17 +104,7 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 		if !sequenced || len(deps) == 0 {
 			return
 		}
-		entry := &cachedAnswer{body: bytes.Clone(rec.buf.Bytes()), contentType: w.Header().Get("Content-Type"), seq: seq, deps: deps}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if old := c.m[key]; old != nil {
-			c.bytes -= old.size(key)
-		}
-		if len(c.m) >= maxCachedAnswers || c.bytes+entry.size(key) > maxCachedAnswerBytes {
-			c.m, c.bytes = map[string]*cachedAnswer{}, 0
-		}
-		c.m[key] = entry
-		c.bytes += entry.size(key)
+		c.answers.put(key, &cachedAnswer{body: bytes.Clone(rec.buf.Bytes()), contentType: w.Header().Get("Content-Type"), seq: seq, deps: deps})
 	})
 }
 

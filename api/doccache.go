@@ -28,12 +28,13 @@ const persistedQueryCacheBytes = 8 << 20
 // larger than a sixteenth of the budget is not kept at all, so one client
 // cannot flush everyone's queries with a few big ones.
 type byteLRU[T any] struct {
-	mu    sync.Mutex
-	max   int64
-	used  int64
-	order *list.List // front: most recently used; values *lruEntry[T]
-	items map[string]*list.Element
-	cost  func(key string, v T) int64
+	mu         sync.Mutex
+	max        int64
+	maxEntries int // 0: no bound but max
+	used       int64
+	order      *list.List // front: most recently used; values *lruEntry[T]
+	items      map[string]*list.Element
+	cost       func(key string, v T) int64
 }
 
 type lruEntry[T any] struct {
@@ -57,7 +58,14 @@ func (c *byteLRU[T]) get(key string) (T, bool) {
 	return zero, false
 }
 
-func (c *byteLRU[T]) add(key string, v T) {
+// add keeps v under key unless key is there already (a parsed document
+// or a persisted text is the same whoever adds it).
+func (c *byteLRU[T]) add(key string, v T) { c.store(key, v, false) }
+
+// put keeps v under key, replacing what was there (an answer that changed).
+func (c *byteLRU[T]) put(key string, v T) { c.store(key, v, true) }
+
+func (c *byteLRU[T]) store(key string, v T, replace bool) {
 	cost := c.cost(key, v)
 	if cost > c.max/16 {
 		return
@@ -66,11 +74,17 @@ func (c *byteLRU[T]) add(key string, v T) {
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
 		c.order.MoveToFront(e)
-		return
+		if !replace {
+			return
+		}
+		en := e.Value.(*lruEntry[T])
+		c.used += cost - en.cost
+		en.v, en.cost = v, cost
+	} else {
+		c.items[key] = c.order.PushFront(&lruEntry[T]{key: key, v: v, cost: cost})
+		c.used += cost
 	}
-	c.items[key] = c.order.PushFront(&lruEntry[T]{key: key, v: v, cost: cost})
-	c.used += cost
-	for c.used > c.max {
+	for c.used > c.max || (c.maxEntries > 0 && c.order.Len() > c.maxEntries) {
 		oldest := c.order.Back()
 		en := oldest.Value.(*lruEntry[T])
 		c.order.Remove(oldest)
