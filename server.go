@@ -243,12 +243,19 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	if availCopy != nil {
 		answers = availCopy
 	}
+	// Anonymous reads, availabilityChanged's included, share a bounded
+	// part of the request pool; availabilityChanged reads memory first.
+	anonymousShare := api.NewAnonymousShare(cfg.DBAnonymousConns)
+	var liveMemory resolvers.AvailabilityMemory
+	if availCopy != nil {
+		liveMemory = availCopy
+	}
 	router := api.NewRouter(api.Config{
 		Answers: answers,
 		Resolver: &resolvers.Resolver{Catalog: st, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Waitlists: st, WaitlistFeed: st, WaitlistSignals: broker, WaitlistOverview: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
-			Live: st, PushInterval: cfg.AvailabilityPushInterval,
+			Live: st, LiveShare: anonymousShare, LiveMemory: liveMemory, PushInterval: cfg.AvailabilityPushInterval,
 			WebhookTester: &jobs.WebhookTester{Store: st, AllowPrivate: cfg.WebhookAllowPrivate}},
 		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},
 		Ready: func(ctx context.Context) (string, error) {
@@ -260,7 +267,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		Logger: logger,
 		GraphQL: api.GraphQLConfig{MaxComplexity: cfg.MaxComplexity, MaxTokens: cfg.MaxQueryTokens, DocumentCacheBytes: cfg.QueryCacheBytes,
 			AnswerCaps:     cfg.AnswerCaps,
-			AnonymousConns: cfg.DBAnonymousConns,
+			AnonymousShare: anonymousShare,
 			MaxUploadBytes: cfg.MaxUploadBytes,
 			KeepAlive:      cfg.WSKeepAlive, InitTimeout: cfg.WSInitTimeout, Subscriptions: cfg.Subscriptions, Fanout: fan},
 		MaxBodyBytes:      cfg.MaxBodyBytes,

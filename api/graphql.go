@@ -27,9 +27,9 @@ type GraphQLConfig struct {
 	// MaxTokens bounds a document's tokens: the parser gives up past it,
 	// before building a tree of a hostile document.
 	MaxTokens int
-	// AnonymousConns is how many root fields of anonymous queries may run
-	// (each on one request-pool connection) at once; 0 is no bound.
-	AnonymousConns int
+	// AnonymousShare bounds how many root fields of anonymous queries may
+	// run (each on one request-pool connection) at once; nil is no bound.
+	AnonymousShare *AnonymousShare
 	// DocumentCacheBytes bounds the parsed-document cache (accepted
 	// documents only).
 	DocumentCacheBytes int64
@@ -86,7 +86,7 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.AroundOperations(operationName)
 	srv.AroundOperations(refuseUnknownCredentials)
 	srv.AroundResponses(capAnswers(cfg.AnswerCaps))
-	srv.AroundRootFields(newAnonymousShare(cfg.AnonymousConns).around)
+	srv.AroundRootFields(cfg.AnonymousShare.around)
 	srv.AroundRootFields(sequencedFields)
 	srv.AroundOperations(newSubscriptionLimiter(cfg.Subscriptions).around)
 	srv.SetErrorPresenter(presentError(logger))

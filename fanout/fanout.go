@@ -154,8 +154,9 @@ func (r *Registry) alone(ctx context.Context, next graphql.OperationHandler) gra
 }
 
 // groupKey is what makes subscribers one group: the document, operation
-// name and variables (the same execution), and the caller's scope (the
-// same answers to authorization). A subscription that resumes from a
+// name and variables (the same execution), or for a latest field the
+// question they ask in canonical words (canonicalQuestion), and the
+// caller's scope (the same answers to authorization). A subscription that resumes from a
 // cursor (a root field with `after` set) runs alone: it owes its
 // subscriber the events after that cursor, which a running group has
 // delivered already.
@@ -170,13 +171,20 @@ func groupKey(ctx context.Context, op *graphql.OperationContext) (key string, la
 	if args := field.ArgumentMap(op.Variables); args["after"] != nil {
 		return "", false, false
 	}
-	vars, err := json.Marshal(op.Variables) // map keys sorted: canonical
-	if err != nil {
-		return "", false, false
-	}
 	a := domain.ActorFrom(ctx)
+	question, canonical := "", false
+	if latestFields[field.Name] {
+		question, canonical = canonicalQuestion(field, op.Variables)
+	}
+	if !canonical {
+		vars, err := json.Marshal(op.Variables) // map keys sorted: canonical
+		if err != nil {
+			return "", false, false
+		}
+		question = op.RawQuery + "\x00" + op.OperationName + "\x00" + string(vars)
+	}
 	var b strings.Builder
-	for _, part := range []string{op.RawQuery, op.OperationName, string(vars), string(a.Role), a.Name, a.CheckoutID, a.TokenProblem} {
+	for _, part := range []string{question, string(a.Role), a.Name, a.CheckoutID, a.TokenProblem} {
 		b.WriteString(part)
 		b.WriteByte(0)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"inventory/domain"
@@ -29,6 +30,45 @@ type AvailabilitySource interface {
 	StockEventsLatest(ctx context.Context) (int64, error)
 	// AvailabilityList reads each SKU's current value, nil for an unknown one.
 	AvailabilityList(ctx context.Context, q domain.AvailabilityQuery) ([]*domain.Availability, error)
+}
+
+// ReadShare bounds database reads made for callers who have no share of
+// the pool of their own: Acquire waits for a slot (or ctx) and returns its
+// release.
+type ReadShare interface {
+	Acquire(ctx context.Context) (release func(), err error)
+}
+
+// AvailabilityMemory answers availability from an instance's in-memory copy
+// of the balances (avail.Copy is one): ok is false when it cannot (stale,
+// loading, an unknown code); seq is the newest stock event the answer
+// holds. Its answers never go backwards.
+type AvailabilityMemory interface {
+	Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, ok bool)
+}
+
+// shared runs read holding a slot of r.LiveShare, if there is one.
+func (r *Resolver) shared(ctx context.Context, read func() error) error {
+	if r.LiveShare == nil {
+		return read()
+	}
+	release, err := r.LiveShare.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for the anonymous share of the database: %w", err)
+	}
+	defer release()
+	return read()
+}
+
+// canonical is q with its SKUs and locations sorted and deduplicated: the
+// same question however it is spelled, so that subscriptions share its
+// read.
+func canonical(q domain.AvailabilityQuery) domain.AvailabilityQuery {
+	c := domain.AvailabilityQuery{SKUs: slices.Compact(slices.Sorted(slices.Values(q.SKUs)))}
+	if q.Locations != nil {
+		c.Locations = slices.Compact(slices.Sorted(slices.Values(q.Locations)))
+	}
+	return c
 }
 
 // availabilityChangedQuery validates the subscription's arguments and drops
@@ -58,11 +98,7 @@ func availabilityChangedQuery(skus, locations []string) (domain.AvailabilityQuer
 // one before, so a value never follows a newer one. Values waiting to be
 // sent are replaced by newer ones, one per SKU (latest).
 func (r *Resolver) availabilityChanges(ctx context.Context, q domain.AvailabilityQuery) (<-chan *domain.Availability, error) {
-	after, err := r.Live.StockEventsLatest(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("availabilityChanged: %w", err)
-	}
-	first, err := r.Live.AvailabilityList(ctx, q)
+	first, after, fromMemory, err := r.firstAvailability(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("availabilityChanged: %w", err)
 	}
@@ -84,9 +120,30 @@ func (r *Resolver) availabilityChanges(ctx context.Context, q domain.Availabilit
 	if interval <= 0 {
 		interval = DefaultAvailabilityPushInterval
 	}
-	go r.pushAvailability(ctx, q, first, sink, interval, out)
+	go r.pushAvailability(ctx, q, first, fromMemory, sink, interval, out)
 	// Shared by a group (fanout), a value replaces its SKU's older ones.
 	return fanout.Tag(ctx, out, func(a *domain.Availability) (string, int64) { return a.SKU, 0 }), nil
+}
+
+// firstAvailability is a subscription's first values and the seq to join
+// the stream after: from the in-memory copy when it can answer (the values
+// hold exactly the events up to its seq, so every later change arrives), else
+// from the database (the newest published seq read before the values, so
+// every change they miss arrives), holding a slot of the share.
+func (r *Resolver) firstAvailability(ctx context.Context, q domain.AvailabilityQuery) (first []*domain.Availability, after int64, fromMemory bool, err error) {
+	if r.LiveMemory != nil {
+		if first, after, ok := r.LiveMemory.Get(q); ok {
+			return first, after, true, nil
+		}
+	}
+	err = r.shared(ctx, func() error {
+		if after, err = r.Live.StockEventsLatest(ctx); err != nil {
+			return err
+		}
+		first, err = r.Live.AvailabilityList(ctx, q)
+		return err
+	})
+	return first, after, false, err
 }
 
 // sharedRead is one availability read that subscriptions asking the same
@@ -120,6 +177,7 @@ const sharedReadStragglerGrace = 4 * sharedReadGrace
 // bound to the subscription that happens to start it (it may leave), only
 // to sharedReadTimeout.
 func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery, takenAt time.Time) (*sharedRead, error) {
+	q = canonical(q)
 	key := strings.Join(q.SKUs, "\x00") + "\x01"
 	if q.Locations != nil {
 		key += "L" + strings.Join(q.Locations, "\x00")
@@ -154,7 +212,10 @@ func (r *Resolver) sendSharedRead(ctx context.Context, key string, q domain.Avai
 	ctx, cancel := context.WithTimeout(ctx, sharedReadTimeout)
 	defer cancel()
 	time.Sleep(time.Until(read.started))
-	read.values, read.err = r.Live.AvailabilityList(ctx, q)
+	read.err = r.shared(ctx, func() (err error) {
+		read.values, err = r.Live.AvailabilityList(ctx, q)
+		return err
+	})
 	read.ended = time.Now()
 	close(read.done)
 	r.availabilityReadsMu.Lock()
@@ -180,7 +241,13 @@ func nextTick(interval time.Duration) time.Duration {
 
 // pushAvailability sends first, then each tick reads the SKUs changed since
 // the last one and queues their values, until ctx or the stream ends.
-func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQuery, first []*domain.Availability, sink *availabilitySink, interval time.Duration, out chan<- *domain.Availability) {
+//
+// While fromMemory, the changed SKUs are read from the in-memory copy once it
+// has applied every event the subscription saw; once the copy cannot answer
+// (stale, reloading), the subscription reads the database from then on and
+// never goes back: a copy read may be older than a database read before it,
+// while a database read is never older than a copy read before it.
+func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQuery, first []*domain.Availability, fromMemory bool, sink *availabilitySink, interval time.Duration, out chan<- *domain.Availability) {
 	defer close(out)
 	tick := time.NewTimer(nextTick(interval))
 	defer tick.Stop()
@@ -188,6 +255,7 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 	// read ended, and so show an older snapshot: only a read that started
 	// after the previous one ended is taken, so values never go backwards.
 	lastEnded := time.Now()
+	behind := 0 // ticks the copy was behind the stream in a row
 	var queue latest[*domain.Availability]
 	sent := map[string]*domain.Availability{}
 	for _, a := range first {
@@ -214,6 +282,28 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 			if len(changed) == 0 {
 				continue
 			}
+			if fromMemory {
+				values, seq, ok := r.LiveMemory.Get(domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations})
+				switch {
+				case ok && seq >= sink.seen.Load():
+					for _, a := range values {
+						if a != nil && !sameAvailability(sent[a.SKU], a) {
+							queue.put(a.SKU, a)
+						}
+					}
+					lastEnded = time.Now()
+					continue
+				case ok && behind < maxMemoryBehind:
+					// The copy has yet to apply what the stream delivered here.
+					behind++
+					for _, s := range changed {
+						sink.dirty.mark(s)
+					}
+					continue
+				}
+				fromMemory = false
+			}
+			behind = 0
 			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations}, takenAt)
 			if err != nil || !read.started.After(lastEnded) {
 				// Read again at the next tick: the values are still owed.
@@ -232,12 +322,20 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 	}
 }
 
+// maxMemoryBehind is how many ticks in a row a subscription waits for the
+// in-memory copy to apply what the stream delivered before it reads the
+// database instead.
+const maxMemoryBehind = 4
+
 // availabilitySink is the stream's end of one availabilityChanged
-// subscription: it marks the watched SKUs that an event touches, at once.
+// subscription: it marks the watched SKUs that an event touches, at once,
+// and notes the newest seq delivered (a copy that has applied it holds every
+// change that marked a SKU).
 type availabilitySink struct {
 	skus      map[string]bool
 	locations map[string]bool // nil: every location
 	dirty     dirtySet
+	seen      atomic.Int64
 	closed    chan struct{}
 }
 
@@ -257,6 +355,7 @@ func newAvailabilitySink(q domain.AvailabilityQuery) *availabilitySink {
 
 // Deliver implements domain.StockEventSink; it never waits.
 func (s *availabilitySink) Deliver(_ context.Context, e domain.StockEvent, _ <-chan struct{}, _ func() <-chan time.Time) (domain.Delivery, error) {
+	s.seen.Store(e.Seq) // the stream delivers in seq order
 	if s.skus[e.SKU] && (s.locations == nil || s.locations[e.Location]) {
 		s.dirty.mark(e.SKU)
 	}

@@ -39,8 +39,16 @@ type Resolver struct {
 	WebhookTester domain.WebhookTester
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
-	// Live is where availabilityChanged reads values (the store).
+	// Live is where availabilityChanged reads values from the database
+	// (the store), each read holding a slot of LiveShare.
 	Live AvailabilitySource
+	// LiveShare bounds availabilityChanged's database reads to the share of
+	// the pool that anonymous reads have (api.AnonymousShare); nil is no
+	// bound.
+	LiveShare ReadShare
+	// LiveMemory, if set, answers availabilityChanged from the instance's
+	// in-memory copy of the balances while it is fresh (avail.Copy).
+	LiveMemory AvailabilityMemory
 	// PushInterval is INVENTORY_AVAILABILITY_PUSH_INTERVAL: availabilityChanged
 	// sends each SKU at most once per interval; 0 is the default.
 	PushInterval time.Duration
