@@ -56,15 +56,48 @@ func (b *bench) heaviestAnonymous(ctx context.Context) ([]byte, string, error) {
 	return nil, "", fmt.Errorf("no attack document accepted")
 }
 
-// anonymousOp sends body anonymously; an answer with errors is a failure.
-func anonymousOp(b *bench, body []byte) op {
+// longAliasDocument is the bounded-by-cost issue's document: 20 aliases of
+// availability over one SKU repeated attackSKUs times, each selecting
+// `available` under a 45,000-character alias (cost 20,000, within the
+// complexity limit; its answer would be 450 MB). The server must refuse it
+// before running it.
+func (b *bench) longAliasDocument() []byte {
+	var q strings.Builder
+	q.WriteString("query($s: [String!]!) {")
+	alias := strings.Repeat("a", 45_000)
+	for i := range 20 {
+		fmt.Fprintf(&q, " x%d: availability(skus: $s) { %s%d: available }", i, alias, i)
+	}
+	q.WriteString(" }")
+	skus := make([]string, attackSKUs)
+	for i := range skus {
+		skus[i] = b.cat.spread[0]
+	}
+	body, _ := json.Marshal(map[string]any{"query": q.String(), "variables": map[string]any{"s": skus}})
+	return body
+}
+
+// refusedForCost is what the long-alias document must be answered with.
+var refusedForCost = []byte(`"COMPLEXITY_LIMIT_EXCEEDED"`)
+
+// anonymousOp sends, anonymously, heaviest from the even clients (an answer
+// with errors is a failure) and longAlias from the odd ones (an answer that
+// is not a COMPLEXITY_LIMIT_EXCEEDED refusal is a failure).
+func anonymousOp(b *bench, heaviest, longAlias []byte) op {
 	bufs := make([][]byte, attackers)
 	return func(ctx context.Context, c int) error {
+		body := heaviest
+		if c%2 == 1 {
+			body = longAlias
+		}
 		var err error
 		if bufs[c], err = b.gql.post(ctx, body, "", bufs[c]); err != nil {
 			return err
 		}
-		if bytes.Contains(bufs[c], errorsKey) {
+		switch {
+		case c%2 == 1 && !bytes.Contains(bufs[c], refusedForCost):
+			return fmt.Errorf("long-alias document not refused for its cost: %.200s", bufs[c])
+		case c%2 == 0 && bytes.Contains(bufs[c], errorsKey):
 			return fmt.Errorf("attack document refused: %.200s", bufs[c])
 		}
 		return nil
@@ -83,7 +116,7 @@ func (b *bench) runAttack(ctx context.Context, d time.Duration) (attackResult, e
 	r.alone = closedLoop(ctx, 1, d, reserveOp(otherSKU, true)(b, 1_000_001, 1))
 	rss := sampleRSS(b.srv.cmd.Process.Pid)
 	bg := make(chan loadResult, 1)
-	go func() { bg <- closedLoop(ctx, attackers, d+time.Second, anonymousOp(b, body)) }()
+	go func() { bg <- closedLoop(ctx, attackers, d+time.Second, anonymousOp(b, body, b.longAliasDocument())) }()
 	select {
 	case <-time.After(time.Second):
 	case <-ctx.Done():
@@ -98,7 +131,7 @@ func (b *bench) runAttack(ctx context.Context, d time.Duration) (attackResult, e
 func (r *attackResult) markdown() string {
 	var b strings.Builder
 	b.WriteString("\n## Under attack\n\n")
-	fmt.Fprintf(&b, "One checkout (token) reserving, alone and while %d anonymous clients send %s as fast as they are answered (the heaviest anonymous document the limits accept).\n\n", attackers, r.doc)
+	fmt.Fprintf(&b, "One checkout (token) reserving, alone and while %d anonymous clients send, as fast as they are answered, half of them %s (the heaviest anonymous document the limits accept), half the 880 KB long-alias document (20 aliases of 45,000 characters over one SKU 500 times: its answer would be 450 MB; it must be refused for its cost).\n\n", attackers, r.doc)
 	b.WriteString("| reserve alone p50 | p99 | reserves/s | under attack p50 | p99 | reserves/s | reserves failed | anonymous answers/s | anonymous failed | server RSS MB |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	p50, p99 := r.attacked.lat.quantile(0.5), r.attacked.lat.quantile(0.99)
