@@ -85,6 +85,9 @@ type config struct {
 	// TrustedProxies is INVENTORY_TRUSTED_PROXIES: comma-separated CIDR
 	// prefixes of the proxies whose X-Forwarded-For names the client.
 	TrustedProxies []string
+	// MaxConnsPerIP is INVENTORY_MAX_CONNS_PER_IP: open connections per
+	// client address at the listener (trusted proxies exempt); 0 is none.
+	MaxConnsPerIP int
 	// RateLimits: INVENTORY_RATE_LIMIT_WINDOW and
 	// INVENTORY_RATE_LIMIT_{ANONYMOUS,CHECKOUT,KEY}_{READS,WRITES}.
 	RateLimits api.RateLimits
@@ -256,6 +259,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 	}
 	// A budget of 0 is no limit.
+	cfg.MaxConnsPerIP = 256
+	if v := getenv("INVENTORY_MAX_CONNS_PER_IP"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("INVENTORY_MAX_CONNS_PER_IP must be a number of connections (0: no limit), got %q", v))
+		}
+		cfg.MaxConnsPerIP = int(n)
+	}
 	budget := func(name string, def int64) int {
 		v := getenv(name)
 		if v == "" {

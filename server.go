@@ -104,6 +104,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 		}
+		ln = api.NewConnLimit(ln, cfg.MaxConnsPerIP, cfg.TrustedProxies)
 		go func() { serveErr <- httpServer.Serve(ln) }()
 		return nil
 	}
