@@ -77,7 +77,7 @@ func stockChangePayload(c *domain.StockChange, ue []model.UserError) *model.Bala
 	if c == nil {
 		return &model.BalancePayload{UserErrors: ue}
 	}
-	return &model.BalancePayload{Balance: &c.Balance, UserErrors: ue}
+	return &model.BalancePayload{Balance: &c.Balance, Replayed: c.Replayed, UserErrors: ue}
 }
 
 func deref[T any](p *T) T {

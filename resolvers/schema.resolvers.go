@@ -132,7 +132,7 @@ func (r *mutationResolver) AdjustStock(ctx context.Context, input model.AdjustSt
 	}
 	c, ue, err := outcome(r.Stock.StockAdjust(ctx, domain.AdjustStockInput{
 		SKU: input.Sku, Location: input.Location, Delta: input.Delta,
-		Reason: input.Reason, Reference: input.Reference, ExpectedOnHand: input.ExpectedOnHand,
+		Reason: input.Reason, Reference: input.Reference, ExpectedOnHand: input.ExpectedOnHand, RequestKey: input.RequestKey,
 	}))
 	return stockChangePayload(c, ue), err
 }
