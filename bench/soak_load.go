@@ -326,8 +326,9 @@ func (l *soakLoad) subscriberOp(ctx context.Context, c int) error {
 var soakRun = strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // appendSoakRef appends a reference unique to this run, client and call:
-// receiveStock and adjustStock are idempotent per (sku, location,
-// reference), so a repeated one would be a replay, not a new act.
+// receiveStock is idempotent per (sku, location, reference), so a repeated
+// one would be a replay, not a new receipt (an adjustment's reference is
+// free text; a unique one keeps the ledger readable).
 func appendSoakRef(b []byte, client, n int) []byte {
 	b = append(b, soakRun...)
 	b = append(b, '-')

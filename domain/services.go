@@ -17,8 +17,12 @@ type Catalog interface {
 // Stock changes and reads balances. Every change writes its ledger row in the
 // same transaction. Implemented by store.Store.
 type Stock interface {
-	StockReceive(ctx context.Context, in ReceiveStockInput) (Balance, error)
-	StockAdjust(ctx context.Context, in AdjustStockInput) (Balance, error)
+	// StockReceive is idempotent per (SKU, Location, Reference): the
+	// reference names one receipt, and the same receipt again is Replayed.
+	StockReceive(ctx context.Context, in ReceiveStockInput) (StockChange, error)
+	// StockAdjust applies every call, unless it carries a RequestKey: then
+	// it is idempotent per (SKU, Location, RequestKey).
+	StockAdjust(ctx context.Context, in AdjustStockInput) (StockChange, error)
 	// AvailabilityList answers in request order, with nil for unknown SKUs.
 	AvailabilityList(ctx context.Context, q AvailabilityQuery) ([]*Availability, error)
 	// PreorderSet sets a balance's expected supply; never below what is

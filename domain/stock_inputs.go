@@ -63,8 +63,12 @@ func (in ReceiveStockInput) Validate() error {
 	return CheckText([]string{"input", "reference"}, in.Reference, MaxReferenceLength)
 }
 
-// AdjustStockInput corrects on-hand stock by Delta. ExpectedOnHand, when set,
-// makes the change a compare-and-swap against a count the caller saw.
+// AdjustStockInput corrects on-hand stock by Delta. Reference is free text
+// for the ledger (two adjustments under one reference are two adjustments).
+// A caller that retries makes the retry safe one of two ways:
+// ExpectedOnHand, a compare-and-swap against a count the caller saw, or
+// RequestKey, which makes the call idempotent per (SKU, Location,
+// RequestKey): nil applies every call.
 type AdjustStockInput struct {
 	SKU            string
 	Location       string
@@ -72,6 +76,7 @@ type AdjustStockInput struct {
 	Reason         string
 	Reference      string
 	ExpectedOnHand *int
+	RequestKey     *string
 }
 
 // Validate checks the input before anything is written.
@@ -94,7 +99,19 @@ func (in AdjustStockInput) Validate() error {
 	if in.ExpectedOnHand != nil && (*in.ExpectedOnHand < 0 || *in.ExpectedOnHand > maxStoredQuantity) {
 		return InvalidInput([]string{"input", "expectedOnHand"}, "expectedOnHand must not be negative")
 	}
+	if in.RequestKey != nil {
+		return CheckIdentifier([]string{"input", "requestKey"}, *in.RequestKey)
+	}
 	return nil
+}
+
+// StockChange is what a receipt or an adjustment answers: the balance after
+// it, and whether this call changed nothing because an earlier one with the
+// same key (a receipt's reference, an adjustment's requestKey) already had —
+// a caller that retried after a lost answer needs to know which happened.
+type StockChange struct {
+	Balance
+	Replayed bool
 }
 
 func checkSKUAndLocation(sku, location string) error {

@@ -46,27 +46,35 @@ func FuzzReceiveStockInputValidate(f *testing.F) {
 // FuzzAdjustStockInputValidate: AdjustStockInput.Validate accepts exactly
 // identifier SKU and location codes, a non-zero delta with |delta| ≤
 // MaxQuantity, a reason of 1–64 and a reference of 1–512 characters of text,
-// and an expectedOnHand, when given, that a balance can hold (0..2^31-1).
+// an expectedOnHand, when given, that a balance can hold (0..2^31-1), and a
+// requestKey, when given, that is an identifier.
 func FuzzAdjustStockInputValidate(f *testing.F) {
-	f.Add("SKU-1", "AMS", -3, "damaged", "COUNT-1", false, 0)
-	f.Add("SKU-1", "AMS", 3, "found", "COUNT-1", true, 12)
-	f.Add("SKU-1", "AMS", 0, "found", "COUNT-1", false, 0)
-	f.Add("SKU-1", "AMS", -MaxQuantity, "r", "c", false, 0)
-	f.Add("SKU-1", "AMS", -MaxQuantity-1, "r", "c", false, 0)
-	f.Add("SKU-1", "AMS", math.MinInt, "r", "c", false, 0)
-	f.Add("SKU-1", "AMS", 1, strings.Repeat("r", MaxReasonLength), "c", false, 0)
-	f.Add("SKU-1", "AMS", 1, strings.Repeat("r", MaxReasonLength+1), "c", false, 0)
-	f.Add("SKU-1", "AMS", 1, "r", "", false, 0)
-	f.Add("SKU-1", "AMS", 1, "r", "c", true, -1)
-	f.Add("SKU-1", "AMS", 1, "r", "c", true, maxStoredQuantity)
-	f.Add("SKU-1", "AMS", 1, "r", "c", true, maxStoredQuantity+1)
-	f.Add("SKU-1", "AMS", 1, "r\x1b[31m", "c", false, 0)
-	f.Add("SKU 1", "AMS", 1, "r", "c", false, 0)
+	f.Add("SKU-1", "AMS", -3, "damaged", "COUNT-1", false, 0, false, "")
+	f.Add("SKU-1", "AMS", 3, "found", "COUNT-1", true, 12, false, "")
+	f.Add("SKU-1", "AMS", 0, "found", "COUNT-1", false, 0, false, "")
+	f.Add("SKU-1", "AMS", -MaxQuantity, "r", "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", -MaxQuantity-1, "r", "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", math.MinInt, "r", "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", 1, strings.Repeat("r", MaxReasonLength), "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", 1, strings.Repeat("r", MaxReasonLength+1), "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", 1, "r", "", false, 0, false, "")
+	f.Add("SKU-1", "AMS", 1, "r", "c", true, -1, false, "")
+	f.Add("SKU-1", "AMS", 1, "r", "c", true, maxStoredQuantity, false, "")
+	f.Add("SKU-1", "AMS", 1, "r", "c", true, maxStoredQuantity+1, false, "")
+	f.Add("SKU-1", "AMS", 1, "r\x1b[31m", "c", false, 0, false, "")
+	f.Add("SKU 1", "AMS", 1, "r", "c", false, 0, false, "")
+	f.Add("SKU-1", "AMS", -1, "damaged", "RMA-3", false, 0, true, "rma-3-unit-2")
+	f.Add("SKU-1", "AMS", -1, "damaged", "RMA-3", false, 0, true, "")
+	f.Add("SKU-1", "AMS", -1, "damaged", "RMA-3", false, 0, true, strings.Repeat("k", 129))
+	f.Add("SKU-1", "AMS", -1, "damaged", "RMA-3", false, 0, true, "k 1")
 
-	f.Fuzz(func(t *testing.T, sku, location string, delta int, reason, reference string, hasExpected bool, expected int) {
+	f.Fuzz(func(t *testing.T, sku, location string, delta int, reason, reference string, hasExpected bool, expected int, hasKey bool, key string) {
 		in := AdjustStockInput{SKU: sku, Location: location, Delta: delta, Reason: reason, Reference: reference}
 		if hasExpected {
 			in.ExpectedOnHand = &expected
+		}
+		if hasKey {
+			in.RequestKey = &key
 		}
 		err := in.Validate()
 		want := firstFailure(
@@ -77,6 +85,7 @@ func FuzzAdjustStockInputValidate(f *testing.F) {
 			check{isText(reason, MaxReasonLength), []string{"input", "reason"}, nil},
 			check{isText(reference, MaxReferenceLength), []string{"input", "reference"}, nil},
 			check{!hasExpected || (expected >= 0 && expected <= math.MaxInt32), []string{"input", "expectedOnHand"}, nil},
+			check{!hasKey || isIdentifier(key), []string{"input", "requestKey"}, nil},
 		)
 		if want == nil {
 			if err != nil {
@@ -84,6 +93,6 @@ func FuzzAdjustStockInputValidate(f *testing.F) {
 			}
 			return
 		}
-		requireInvalidInput(t, err, want.field, nil, sku, location, reason, reference)
+		requireInvalidInput(t, err, want.field, nil, sku, location, reason, reference, key)
 	})
 }

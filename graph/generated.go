@@ -76,6 +76,7 @@ type ComplexityRoot struct {
 
 	BalancePayload struct {
 		Balance    func(childComplexity int) int
+		Replayed   func(childComplexity int) int
 		UserErrors func(childComplexity int) int
 	}
 
@@ -559,6 +560,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.BalancePayload.Balance(childComplexity), true
+	case "BalancePayload.replayed":
+		if e.ComplexityRoot.BalancePayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalancePayload.Replayed(childComplexity), true
 	case "BalancePayload.userErrors":
 		if e.ComplexityRoot.BalancePayload.UserErrors == nil {
 			break
@@ -2276,12 +2283,18 @@ input ReceiveStockInput {
   location: String!
   "1..1000000"
   quantity: Int!
-  "Delivery note, purchase order or other document; kept in the ledger."
+  """
+  Names this one receipt (its delivery note, not a purchase order that may arrive in parts); kept in the ledger.
+  The idempotency key per (sku, location, reference): the same receipt again changes nothing (replayed: true),
+  the same reference with another quantity is IDEMPOTENCY_KEY_REUSED.
+  """
   reference: String!
 }
 
 type BalancePayload {
   balance: Balance
+  "True when this call changed nothing because an earlier one with the same key (a receipt's reference, an adjustment's requestKey) already had; false on every other call."
+  replayed: Boolean!
   userErrors: [UserError!]!
 }
 
@@ -2292,9 +2305,15 @@ input AdjustStockInput {
   delta: Int!
   "Why: correction, cycle_count, damaged, shrinkage, returned, other (free text, at most 64 characters)."
   reason: String!
+  "Free text for the ledger (an RMA, a count sheet): two adjustments with one reference are two adjustments."
   reference: String!
   "When set, the adjustment applies only if onHand still equals this (else STALE_QUANTITY)."
   expectedOnHand: Int
+  """
+  Makes a retry safe: idempotent per (sku, location, requestKey). The same inputs again change nothing (replayed: true);
+  the key with another delta, reason, reference or expectedOnHand is IDEMPOTENCY_KEY_REUSED. Absent: every call applies.
+  """
+  requestKey: String
 }
 
 input ReserveLineInput {
@@ -2472,9 +2491,9 @@ type Mutation {
   lowStockThreshold; null clears it. Applies to every event not yet delivered. UNKNOWN_SKU for an unknown SKU.
   """
   setSkuLowStockThreshold(sku: String!, threshold: Int): SkuPayload!
-  "Add delivered stock to a QUANTITY SKU."
+  "Add delivered stock to a QUANTITY SKU; idempotent per (sku, location, reference), one receipt per reference."
   receiveStock(input: ReceiveStockInput!): BalancePayload!
-  "Correct on-hand stock; never below what is reserved (BELOW_RESERVED)."
+  "Correct on-hand stock; never below what is reserved (BELOW_RESERVED). Every call applies, unless it carries a requestKey."
   adjustStock(input: AdjustStockInput!): BalancePayload!
   "Admin: stock a CODES SKU with unique codes, from a list or an uploaded file."
   importCodes(input: ImportCodesInput!): ImportCodesPayload!
@@ -2723,6 +2742,8 @@ func (ec *executionContext) childFields_BalancePayload(ctx context.Context, fiel
 	switch field.Name {
 	case "balance":
 		return ec.fieldContext_BalancePayload_balance(ctx, field)
+	case "replayed":
+		return ec.fieldContext_BalancePayload_replayed(ctx, field)
 	case "userErrors":
 		return ec.fieldContext_BalancePayload_userErrors(ctx, field)
 	}
@@ -4507,6 +4528,29 @@ func (ec *executionContext) fieldContext_BalancePayload_balance(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _BalancePayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.BalancePayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BalancePayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BalancePayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BalancePayload", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _BalancePayload_userErrors(ctx context.Context, field graphql.CollectedField, obj *model.BalancePayload) (ret graphql.Marshaler) {
@@ -10878,7 +10922,7 @@ func (ec *executionContext) unmarshalInputAdjustStockInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"sku", "location", "delta", "reason", "reference", "expectedOnHand"}
+	fieldsInOrder := [...]string{"sku", "location", "delta", "reason", "reference", "expectedOnHand", "requestKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10927,6 +10971,13 @@ func (ec *executionContext) unmarshalInputAdjustStockInput(ctx context.Context, 
 				return it, err
 			}
 			it.ExpectedOnHand = data
+		case "requestKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestKey = data
 		}
 	}
 	return it, nil
@@ -12166,6 +12217,11 @@ func (ec *executionContext) _BalancePayload(ctx context.Context, sel ast.Selecti
 		case "balance":
 			out.Values[i] = ec._BalancePayload_balance(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._BalancePayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "userErrors":

@@ -78,6 +78,16 @@ func outcome[T any](v T, err error) (*T, []model.UserError, error) {
 	return nil, []model.UserError{ue}, nil
 }
 
+// stockChangePayload is a receipt's or an adjustment's BalancePayload:
+// replayed tells a retry that found its change already made from the change
+// itself, which the balance alone cannot.
+func stockChangePayload(c *domain.StockChange, ue []model.UserError) *model.BalancePayload {
+	if c == nil {
+		return &model.BalancePayload{UserErrors: ue}
+	}
+	return &model.BalancePayload{Balance: &c.Balance, Replayed: c.Replayed, UserErrors: ue}
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	return orDefault(p, zero)

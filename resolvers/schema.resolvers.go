@@ -119,10 +119,10 @@ func (r *mutationResolver) ReceiveStock(ctx context.Context, input model.Receive
 	if err := auth.Authorize(ctx, auth.ManageStock); err != nil {
 		return nil, err
 	}
-	b, ue, err := outcome(r.Stock.StockReceive(ctx, domain.ReceiveStockInput{
+	c, ue, err := outcome(r.Stock.StockReceive(ctx, domain.ReceiveStockInput{
 		SKU: input.Sku, Location: input.Location, Quantity: input.Quantity, Reference: input.Reference,
 	}))
-	return &model.BalancePayload{Balance: b, UserErrors: ue}, err
+	return stockChangePayload(c, ue), err
 }
 
 // AdjustStock is the resolver for the adjustStock field.
@@ -130,11 +130,11 @@ func (r *mutationResolver) AdjustStock(ctx context.Context, input model.AdjustSt
 	if err := auth.Authorize(ctx, auth.ManageStock); err != nil {
 		return nil, err
 	}
-	b, ue, err := outcome(r.Stock.StockAdjust(ctx, domain.AdjustStockInput{
+	c, ue, err := outcome(r.Stock.StockAdjust(ctx, domain.AdjustStockInput{
 		SKU: input.Sku, Location: input.Location, Delta: input.Delta,
-		Reason: input.Reason, Reference: input.Reference, ExpectedOnHand: input.ExpectedOnHand,
+		Reason: input.Reason, Reference: input.Reference, ExpectedOnHand: input.ExpectedOnHand, RequestKey: input.RequestKey,
 	}))
-	return &model.BalancePayload{Balance: b, UserErrors: ue}, err
+	return stockChangePayload(c, ue), err
 }
 
 // ImportCodes is the resolver for the importCodes field.

@@ -44,7 +44,7 @@ func runConcurrentAdjusts(t *testing.T, b *testBundle, sku string, deltas []int)
 			<-start
 			bal, err := b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: sku, Location: "AMS", Delta: d,
 				Reason: "concurrent", Reference: fmt.Sprintf("call-%d", i)})
-			results[i] = adjustResult{delta: d, bal: bal, err: err}
+			results[i] = adjustResult{delta: d, bal: bal.Balance, err: err}
 		}()
 	}
 	close(start)

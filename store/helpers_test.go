@@ -14,7 +14,7 @@ import (
 )
 
 // refSeq numbers the references of test receipts and adjustments: each is
-// its own act, and the store is idempotent per (sku, location, reference).
+// its own act, and receipts are idempotent per (sku, location, reference).
 var refSeq atomic.Int64
 
 // nextRef is a reference no other act of this test binary uses.
@@ -48,7 +48,7 @@ func mustReceive(t tb, b *testBundle, sku, loc string, qty int) domain.Balance {
 	if err != nil {
 		t.Fatalf("StockReceive(%s@%s, %d): %v", sku, loc, qty, err)
 	}
-	return bal
+	return bal.Balance
 }
 
 // expectCode is requireCode for any tb (rapid.T included).

@@ -65,7 +65,7 @@ func TestLedgerProperty(t *testing.T) {
 					rt.Fatalf("step %d: receive %d: %v", step, qty, err)
 				}
 				m.exists, m.onHand = true, m.onHand+qty
-				requireBalance("receive", bal, k)
+				requireBalance("receive", bal.Balance, k)
 
 			case "invalid-receive":
 				qty := rapid.SampledFrom([]int{0, -1, -50, domain.MaxQuantity + 1}).Draw(rt, "bad quantity")
@@ -106,7 +106,7 @@ func TestLedgerProperty(t *testing.T) {
 						rt.Fatalf("step %d: adjust %d on %d (reserved %d): %v", step, delta, m.onHand, m.reserved, err)
 					}
 					m.exists, m.onHand = true, m.onHand+delta
-					requireBalance("adjust", bal, k)
+					requireBalance("adjust", bal.Balance, k)
 				}
 
 			case "reserve":

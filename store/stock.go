@@ -16,15 +16,18 @@ var _ domain.Stock = (*Store)(nil)
 // StockReceive adds delivered stock to a QUANTITY SKU's balance. CODES SKUs are
 // stocked by importing codes, so their count always equals their code rows.
 //
-// It is idempotent per (sku, location, reference) (claimReference): a
-// warehouse system retrying after a lost answer gets the balance back and
-// the delivery is counted once, however many instances the retries reach.
-func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (domain.Balance, error) {
+// It is idempotent per (sku, location, reference) (claimReceipt): the
+// reference names one receipt, so a warehouse system retrying after a lost
+// answer gets the balance back, Replayed, and the delivery is counted once,
+// however many instances the retries reach.
+func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (domain.StockChange, error) {
 	if err := in.Validate(); err != nil {
-		return domain.Balance{}, err
+		return domain.StockChange{}, err
 	}
+	var replayed bool
 	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
-		if replay, err := claimReference(ctx, tx, k, in.SKU, in.Location, stockAct{kind: "received", reference: in.Reference, delta: in.Quantity}); err != nil || replay {
+		var err error
+		if replayed, err = claimReceipt(ctx, tx, k, in); err != nil || replayed {
 			if err != nil {
 				return domain.Balance{}, err
 			}
@@ -45,7 +48,7 @@ func (s *Store) StockReceive(ctx context.Context, in domain.ReceiveStockInput) (
 		}
 		return s.offerAndRead(ctx, tx, k, out)
 	})
-	return b, wrap("StockReceive", err)
+	return domain.StockChange{Balance: b, Replayed: replayed && err == nil}, wrap("StockReceive", err)
 }
 
 // balanceChange runs change on one balance in one transaction, after
@@ -72,20 +75,26 @@ func (s *Store) balanceChange(ctx context.Context, sku, location string, quantit
 // on_hand below reserved (holds are resolved explicitly, never silently), and
 // ExpectedOnHand is an exact compare-and-swap.
 //
-// It is idempotent per (sku, location, reference), as StockReceive is: the
-// same delta and reason again answer the balance without re-checking
-// ExpectedOnHand (the first call moved on hand past it); a refused call
-// leaves its reference free.
-func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (domain.Balance, error) {
+// Every call applies: the reference is free text for the ledger, and two
+// damaged units booked under one RMA are two adjustments. A call with a
+// RequestKey is idempotent per (sku, location, requestKey)
+// (claimAdjustment): the same inputs again answer the balance, Replayed,
+// without re-checking ExpectedOnHand (the first call moved on hand past it);
+// a refused call leaves its key free.
+func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (domain.StockChange, error) {
 	if err := in.Validate(); err != nil {
-		return domain.Balance{}, err
+		return domain.StockChange{}, err
 	}
+	var replayed bool
 	b, err := s.balanceChange(ctx, in.SKU, in.Location, true, func(tx pgx.Tx, k balanceKey) (domain.Balance, error) {
-		if replay, err := claimReference(ctx, tx, k, in.SKU, in.Location, stockAct{kind: "adjusted", reference: in.Reference, delta: in.Delta, reason: &in.Reason}); err != nil || replay {
-			if err != nil {
-				return domain.Balance{}, err
+		if in.RequestKey != nil {
+			var err error
+			if replayed, err = claimAdjustment(ctx, tx, k, in); err != nil || replayed {
+				if err != nil {
+					return domain.Balance{}, err
+				}
+				return readBalance(ctx, tx, k)
 			}
-			return readBalance(ctx, tx, k)
 		}
 		var onHand, reserved int
 		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
@@ -110,7 +119,7 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 		}
 		return s.offerAndRead(ctx, tx, k, out)
 	})
-	return b, wrap("StockAdjust", err)
+	return domain.StockChange{Balance: b, Replayed: replayed && err == nil}, wrap("StockAdjust", err)
 }
 
 // AvailabilityList reads balances for many SKUs in one statement (the

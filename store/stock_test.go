@@ -120,9 +120,9 @@ func TestStockAdjust(t *testing.T) {
 	mustSKU(t, b, "GIFTCARD", domain.KindCodes)
 	mustReceive(t, b, "HEADPHONES", "AMS", 20)
 
-	// Each adjustment is its own act, so its own reference (COUNT-7-1, -2, …).
+	// Each adjustment under a count sheet line of its own (COUNT-7-1, -2, …).
 	counts := 0
-	adjust := func(delta int, expected *int) (domain.Balance, error) {
+	adjust := func(delta int, expected *int) (domain.StockChange, error) {
 		counts++
 		return b.Store.StockAdjust(b.Ctx, domain.AdjustStockInput{SKU: "HEADPHONES", Location: "AMS", Delta: delta,
 			Reason: "cycle count", Reference: fmt.Sprintf("COUNT-7-%d", counts), ExpectedOnHand: expected})

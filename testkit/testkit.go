@@ -74,8 +74,9 @@ func NewStore(t TB, pool *pgxpool.Pool) *store.Store {
 var refSeq atomic.Int64
 
 // Ref is a stock reference no other act in this test binary uses: receipts
-// and adjustments are idempotent per (sku, location, reference), so each
-// distinct act a test means needs its own.
+// are idempotent per (sku, location, reference), so each distinct receipt a
+// test means needs its own (an adjustment's reference is free text; a
+// distinct one keeps its ledger row easy to find).
 func Ref(prefix string) string { return prefix + "-" + strconv.FormatInt(refSeq.Add(1), 10) }
 
 // Catalog creates locations and SKUs of one kind; existing ones are fine.

@@ -15,15 +15,21 @@ type AdjustStockInput struct {
 	// Non-zero, -1000000..1000000.
 	Delta int `json:"delta"`
 	// Why: correction, cycle_count, damaged, shrinkage, returned, other (free text, at most 64 characters).
-	Reason    string `json:"reason"`
+	Reason string `json:"reason"`
+	// Free text for the ledger (an RMA, a count sheet): two adjustments with one reference are two adjustments.
 	Reference string `json:"reference"`
 	// When set, the adjustment applies only if onHand still equals this (else STALE_QUANTITY).
 	ExpectedOnHand *int `json:"expectedOnHand,omitempty"`
+	// Makes a retry safe: idempotent per (sku, location, requestKey). The same inputs again change nothing (replayed: true);
+	// the key with another delta, reason, reference or expectedOnHand is IDEMPOTENCY_KEY_REUSED. Absent: every call applies.
+	RequestKey *string `json:"requestKey,omitempty"`
 }
 
 type BalancePayload struct {
-	Balance    *domain.Balance `json:"balance,omitempty"`
-	UserErrors []UserError     `json:"userErrors"`
+	Balance *domain.Balance `json:"balance,omitempty"`
+	// True when this call changed nothing because an earlier one with the same key (a receipt's reference, an adjustment's requestKey) already had; false on every other call.
+	Replayed   bool        `json:"replayed"`
+	UserErrors []UserError `json:"userErrors"`
 }
 
 // A signed, short-lived token bound to one checkoutId.
@@ -138,7 +144,9 @@ type ReceiveStockInput struct {
 	Location string `json:"location"`
 	// 1..1000000
 	Quantity int `json:"quantity"`
-	// Delivery note, purchase order or other document; kept in the ledger.
+	// Names this one receipt (its delivery note, not a purchase order that may arrive in parts); kept in the ledger.
+	// The idempotency key per (sku, location, reference): the same receipt again changes nothing (replayed: true),
+	// the same reference with another quantity is IDEMPOTENCY_KEY_REUSED.
 	Reference string `json:"reference"`
 }
 
