@@ -71,8 +71,20 @@ type copySource struct {
 	reads        *replicaReads
 }
 
+// AvailabilitySnapshot reads on the standby when fresh. A standby's
+// snapshot holds what it had replayed, and its own view of unpublished
+// events says nothing of what the primary committed since: its age is not
+// known (At zero), so the copy answers nothing from it until a head read
+// on the primary says it has caught up (one probe interval once the stream
+// has carried it there); and a snapshot older than what the copy already
+// answered is not answered from until the stream passes that (avail.Copy).
 func (s copySource) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error) {
-	return onStandby(s.reads, ctx, time.Minute, s.reads.standby.AvailabilitySnapshot, s.Store.AvailabilitySnapshot)
+	fromStandby := func(ctx context.Context) (domain.AvailabilitySnapshot, error) {
+		snap, err := s.reads.standby.AvailabilitySnapshot(ctx)
+		snap.At = time.Time{}
+		return snap, err
+	}
+	return onStandby(s.reads, ctx, time.Minute, fromStandby, s.Store.AvailabilitySnapshot)
 }
 
 func (s copySource) AvailabilityCatalog(ctx context.Context) ([]string, []domain.Location, error) {

@@ -126,10 +126,16 @@ type Copy struct {
 	locations        map[string]int       // priority by code
 	learnedLocations map[string]time.Time // as sku.learned, for locations a catalog read found
 	applied          int64                // newest seq applied
-	caughtUp         time.Time            // see probe
-	probes           []probe              // measured heads not yet applied, ascending
-	dirty            map[[2]string]struct{}
-	changed          chan struct{} // closed (and replaced) whenever a balance changes
+	// floor is the newest seq applied by an earlier load: what this
+	// instance may already have answered. A load can be older (a standby
+	// that lags), and until the stream has carried the copy back to floor
+	// it does not answer, so no caller sees a balance or X-Stock-Seq go
+	// backwards.
+	floor    int64
+	caughtUp time.Time // see probe; zero: not known (every answer waits for a probe)
+	probes   []probe   // measured heads not yet applied, ascending
+	dirty    map[[2]string]struct{}
+	changed  chan struct{} // closed (and replaced) whenever a balance changes
 
 	reload     chan struct{} // a gap, an unknown location, a reconnect
 	appliedSig chan struct{} // events were applied: measure now, the head they reached is likely the newest
@@ -153,8 +159,10 @@ func New(st Store, stream Stream, cfg Config, logger *slog.Logger) *Copy {
 func (c *Copy) MaxLag() time.Duration { return c.cfg.MaxLag }
 
 // Lag is how stale the copy is now: the time since the newest moment before
-// which every committed change is known to be applied. It is
-// math.MaxInt64-ish (an hour) while the copy is not loaded.
+// which every committed change is known to be applied. It is an hour while
+// the copy is not loaded, while that moment is not known yet (a load from
+// a standby, until a probe), and while a load older than what the copy
+// already answered has not caught up.
 func (c *Copy) Lag() time.Duration {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -162,10 +170,10 @@ func (c *Copy) Lag() time.Duration {
 }
 
 func (c *Copy) lagLocked() time.Duration {
-	if !c.ready {
+	if !c.ready || c.caughtUp.IsZero() || c.applied < c.floor {
 		return time.Hour
 	}
-	return max(time.Since(c.caughtUp), 0)
+	return min(max(time.Since(c.caughtUp), 0), time.Hour)
 }
 
 // Seq is the newest stock event seq applied.
@@ -484,9 +492,17 @@ func (c *Copy) install(snap domain.AvailabilitySnapshot) {
 		slices.SortFunc(s.balances, byPriority)
 	}
 	c.mu.Lock()
+	// An older load than the last one answers nothing until the stream
+	// has carried it past what the last one applied (lagLocked).
+	c.floor = max(c.floor, c.applied)
 	c.skus, c.locations, c.applied = skus, locations, snap.Seq
 	c.learnedLocations = map[string]time.Time{}
-	c.caughtUp = time.Now().Add(-snap.Lag)
+	// The snapshot is as old as its transaction's start, not as its
+	// install: a load that took longer than MaxLag is stale at once.
+	c.caughtUp = time.Time{}
+	if !snap.At.IsZero() {
+		c.caughtUp = snap.At.Add(-snap.Lag)
+	}
 	c.ready, c.probes = true, nil
 	c.gen++
 	c.dirty = map[[2]string]struct{}{}

@@ -89,8 +89,15 @@ type SeqBalance struct {
 // event Seq, for an in-memory availability copy to start from. Lag is how
 // long the oldest committed event not yet given a seq had waited then.
 type AvailabilitySnapshot struct {
-	Seq       int64
-	Lag       time.Duration
+	Seq int64
+	Lag time.Duration
+	// At is the reader's clock just before the snapshot's transaction
+	// began: every change committed before At is in it, so a copy that
+	// installs it is At+Lag old, however long the read took. Zero when
+	// that is not known (a standby's snapshot holds what the standby had
+	// replayed, which may be older): the copy then counts itself stale
+	// until a head read on the primary says it has caught up.
+	At        time.Time
 	SKUs      []string
 	Locations []Location
 	Balances  []SeqBalance

@@ -16,9 +16,14 @@ import (
 // but unpublished event has waited (its staleness at the snapshot). Events
 // after Seq then carry the copy forward; the ones that committed before the
 // snapshot but get their seq after it only set values the snapshot already
-// holds (or an intermediate one, until their successor is applied).
+// holds (or an intermediate one, until their successor is applied). At is
+// this process's clock before the transaction began, so a copy measures its
+// age from the snapshot, not from when it finished installing it.
 func (s *Store) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error) {
 	var snap domain.AvailabilitySnapshot
+	// Before BEGIN: the snapshot is taken at the first statement, later,
+	// so everything committed before this is in it.
+	started := time.Now()
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		snap = domain.AvailabilitySnapshot{}
 		var lag float64
@@ -61,6 +66,7 @@ func (s *Store) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySn
 		})
 		return err
 	})
+	snap.At = started
 	return snap, wrap("AvailabilitySnapshot", err)
 }
 
