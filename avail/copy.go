@@ -16,7 +16,17 @@
 // Staleness is measured, not assumed: every ProbeInterval the copy reads the
 // newest published seq and how long the oldest committed, unpublished event
 // has waited; once it has applied through that seq, it is known to hold
-// every change committed before that wait began.
+// every change committed before that wait began. A load counts from its
+// snapshot's start, not from its install, and a load older than what the
+// copy had applied before (a lagging standby) answers nothing until the
+// stream has carried it past that: an instance's answers never go back.
+//
+// Creating a SKU makes no stock event, so the copy knows how fresh its
+// catalog is (as of its load, then of each catalog check): a code it does
+// not know while that is within MaxLag is answered null. Queries naming
+// unknown codes ask for a check in the background, at most once per
+// CatalogInterval, which costs a count of the SKUs unless some were
+// created; never a read per query.
 package avail
 
 import (
@@ -296,6 +306,7 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 	// is every anonymous page view's work, and allocation was most of it.
 	found := make([]*sku, len(q.SKUs))
 	nBalances := 0
+	askedCatalog := false
 	for i, code := range q.SKUs {
 		s := c.skus[code]
 		if s == nil {
@@ -303,7 +314,10 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 			// the catalog is checked soon, so the next query finds it
 			// fresh: a stream of unknown codes costs one check per
 			// CatalogInterval, not a read each.
-			c.wantCatalogLocked()
+			if !askedCatalog {
+				c.wantCatalogLocked()
+				askedCatalog = true
+			}
 			if _, created := c.created[code]; created || !c.catalogFreshLocked() {
 				c.fallbacks.Add(1)
 				return nil, 0, nil, false
