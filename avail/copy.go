@@ -72,9 +72,11 @@ type Config struct {
 	// staleness can only grow, so the interval adds up to itself to it.
 	ProbeInterval time.Duration
 	// CatalogInterval is the least time between two catalog checks
-	// (store.AvailabilityCatalogSince: a count of the SKUs, and the codes
-	// of new ones), made only while queries name SKUs or locations the copy
-	// does not know. Default 250ms.
+	// (store.AvailabilityCatalogSince: a count of the SKUs, about 10ms of
+	// the primary at 100,000 SKUs, and the codes of new ones), made only
+	// while queries name SKUs or locations the copy does not know. Default
+	// MaxLag/2, at least 250ms: under a steady stream of unknown codes the
+	// catalog then stays within MaxLag, so none is left to the database.
 	CatalogInterval time.Duration
 	// OnApply, if set, is told how long each applied event took from its
 	// transaction to the copy (for the lag histogram).
@@ -89,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.ProbeInterval = min(c.MaxLag/10, 20*time.Millisecond)
 	}
 	if c.CatalogInterval <= 0 {
-		c.CatalogInterval = 250 * time.Millisecond
+		c.CatalogInterval = max(c.MaxLag/2, 250*time.Millisecond)
 	}
 	return c
 }
