@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,19 +161,52 @@ func TestCacheAvailabilityOverGETWithAPQ(t *testing.T) {
 	if p, err := decodeReserve(ts.gql(ts.service, reserveMutation, reserveVars("c1", "k1", "HP", 1))); err != nil || p.Reservation == nil {
 		t.Fatalf("reserve: %+v %v", p, err)
 	}
+	reserved := time.Now() // the reserve committed before
 	// availability may be answered from the instance's in-memory copy, at
 	// most INVENTORY_AVAILABILITY_MAX_LAG (1s) behind (API.md, Freshness):
-	// until it has the reserve's event it answers as before (304, or the
-	// same bytes under its own "s<seq>-" tag when the first answer came from
-	// the database).
-	// The wait ends at an answer the copy gave (X-Stock-Seq): the copy only
-	// moves forward, while under load a database answer (the copy stale
-	// past the bound) can be newer than what the copy says once it answers
-	// again, so a tag taken from it may honestly not revalidate.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// until it has the reserve's event it may answer as before (304, or
+	// the same bytes). Past the bound no answer may: the copy leaves
+	// answers to the database when it is staler. And the copy must apply
+	// the event: an answer it gave (X-Stock-Seq, which only the copy's
+	// answers carry) at the reserve's seq or later, with the reserve in it,
+	// comes within the bound and a margin for a loaded machine. A copy
+	// that never applied an event would have the database answer the new
+	// bytes from the bound on, and never carry X-Stock-Seq.
+	const margin = 3 * time.Second
+	maxLag := time.Second
+	if ts.env["DATABASE_REPLICA_URL"] != "" {
+		// The database's answer may come from the standby, up to
+		// INVENTORY_REPLICA_MAX_LAG (1s) behind.
+		maxLag += time.Second
+	}
+	hpSeq := func() int64 { // the reserve's seq, once the relay published every event of HP
+		var seq int64
+		if err := ts.db.QueryRow(t.Context(), `SELECT CASE WHEN bool_and(e.seq IS NOT NULL) THEN max(e.seq) ELSE 0 END
+			FROM stock_events e JOIN skus s ON s.id = e.sku_id WHERE s.code = 'HP'`).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	var want int64
+	for deadline := reserved.Add(maxLag + margin); ; time.Sleep(20 * time.Millisecond) {
+		if want == 0 {
+			want = hpSeq()
+		}
+		asked := time.Now()
 		a = ts.getGraphQL(hashOnly, "If-None-Match", etag)
-		if (a.status != http.StatusNotModified && !bytes.Equal(a.body, first.body) && a.header.Get("X-Stock-Seq") != "") || time.Now().After(deadline) {
+		moved := a.status == http.StatusOK && !bytes.Equal(a.body, first.body)
+		if !moved && asked.Sub(reserved) > maxLag {
+			t.Fatalf("%v after the reserve committed (bound %v) the answer was still the one before it: %d %s",
+				asked.Sub(reserved).Round(time.Millisecond), maxLag, a.status, a.body)
+		}
+		seq, _ := strconv.ParseInt(a.header.Get("X-Stock-Seq"), 10, 64)
+		if moved && want > 0 && seq >= want {
+			t.Logf("the copy answered with the reserve (X-Stock-Seq %d) %v after it committed", seq, asked.Sub(reserved).Round(time.Millisecond))
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from the copy (X-Stock-Seq >= %d, the reserve's) within %v of the reserve: the last was %d, X-Stock-Seq %q, %s",
+				want, maxLag+margin, a.status, a.header.Get("X-Stock-Seq"), a.body)
 		}
 	}
 	if a.status != http.StatusOK || a.header.Get("ETag") == "" || a.header.Get("ETag") == etag {

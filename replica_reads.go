@@ -23,8 +23,7 @@ const standbyReadTimeout = 500 * time.Millisecond
 // otherwise, or when the standby fails to answer: a stopped standby costs a
 // request nothing but the failed attempt until the monitor notices (one
 // interval). Only reads that decide nothing go here: the availability
-// copy's full loads and its catalog reads, and availability answered from
-// the database. Mutations, a checkout's reservations, sku and balances
+// copy's full loads, and availability answered from the database. Mutations, a checkout's reservations, sku and balances
 // never do.
 type replicaReads struct {
 	standby *store.Store
@@ -60,34 +59,32 @@ func (r *replicaReads) Reads() (standby, primary int64) {
 	return r.fromStandby.Load(), r.fromPrimary.Load()
 }
 
-// copySource is what the availability copy reads: its full loads and
-// catalog reads from the standby when fresh (a snapshot is consistent in
-// itself: balances and the seq they reflect come from one transaction, and
-// the stream carries the copy on from that seq), its staleness probe and
-// its supply refreshes from the primary (they must not be older than the
-// events the copy has already applied).
+// copySource is what the availability copy reads: its full loads from the
+// standby when fresh (a snapshot is consistent in itself: balances and the
+// seq they reflect come from one transaction, and the stream carries the
+// copy on from that seq), its staleness probe, its supply refreshes and its
+// catalog checks from the primary (they must not be older than what the
+// copy already applied, and a check's time says how fresh the copy's
+// catalog is, which a standby's would not).
 type copySource struct {
 	*store.Store // the primary
 	reads        *replicaReads
 }
 
+// AvailabilitySnapshot reads on the standby when fresh. A standby's
+// snapshot holds what it had replayed, and its own view of unpublished
+// events says nothing of what the primary committed since: its age is not
+// known (At zero), so the copy answers nothing from it until a head read
+// on the primary says it has caught up (one probe interval once the stream
+// has carried it there); and a snapshot older than what the copy already
+// answered is not answered from until the stream passes that (avail.Copy).
 func (s copySource) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error) {
-	return onStandby(s.reads, ctx, time.Minute, s.reads.standby.AvailabilitySnapshot, s.Store.AvailabilitySnapshot)
-}
-
-func (s copySource) AvailabilityCatalog(ctx context.Context) ([]string, []domain.Location, error) {
-	type catalog struct {
-		skus      []string
-		locations []domain.Location
+	fromStandby := func(ctx context.Context) (domain.AvailabilitySnapshot, error) {
+		snap, err := s.reads.standby.AvailabilitySnapshot(ctx)
+		snap.At = time.Time{}
+		return snap, err
 	}
-	read := func(st *store.Store) func(context.Context) (catalog, error) {
-		return func(ctx context.Context) (catalog, error) {
-			skus, locations, err := st.AvailabilityCatalog(ctx)
-			return catalog{skus, locations}, err
-		}
-	}
-	c, err := onStandby(s.reads, ctx, standbyReadTimeout, read(s.reads.standby), read(s.Store))
-	return c.skus, c.locations, err
+	return onStandby(s.reads, ctx, time.Minute, fromStandby, s.Store.AvailabilitySnapshot)
 }
 
 // standbyStock is domain.Stock whose availability, when the copy cannot

@@ -253,7 +253,7 @@ func startServer(ctx context.Context, cfg config, logger *slog.Logger) (*server,
 	}
 	router := api.NewRouter(api.Config{
 		Answers: answers,
-		Resolver: &resolvers.Resolver{Catalog: st, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
+		Resolver: &resolvers.Resolver{Catalog: avail.Catalog{Catalog: st, Copy: availCopy}, Stock: availStock, Reconciler: st, Reservations: metrics.Reservations{Reservations: st, Metrics: m}, UnitCodes: st,
 			Waitlists: st, WaitlistFeed: st, WaitlistSignals: broker, WaitlistOverview: st,
 			Events: st, Broker: broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st,
 			Live: st, LiveShare: anonymousShare, LiveMemory: liveMemory, PushInterval: cfg.AvailabilityPushInterval,

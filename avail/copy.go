@@ -16,7 +16,17 @@
 // Staleness is measured, not assumed: every ProbeInterval the copy reads the
 // newest published seq and how long the oldest committed, unpublished event
 // has waited; once it has applied through that seq, it is known to hold
-// every change committed before that wait began.
+// every change committed before that wait began. A load counts from its
+// snapshot's start, not from its install, and a load older than what the
+// copy had applied before (a lagging standby) answers nothing until the
+// stream has carried it past that: an instance's answers never go back.
+//
+// Creating a SKU makes no stock event, so the copy knows how fresh its
+// catalog is (as of its load, then of each catalog check): a code it does
+// not know while that is within MaxLag is answered null. Queries naming
+// unknown codes ask for a check in the background, at most once per
+// CatalogInterval, which costs a count of the SKUs unless some were
+// created; never a read per query.
 package avail
 
 import (
@@ -34,7 +44,7 @@ import (
 // Store is what the copy reads. store.Store is one.
 type Store interface {
 	AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySnapshot, error)
-	AvailabilityCatalog(ctx context.Context) (skus []string, locations []domain.Location, err error)
+	AvailabilityCatalogSince(ctx context.Context, knownSKUs int, afterID int64) (domain.CatalogChange, error)
 	AvailabilityHead(ctx context.Context) (seq int64, lag time.Duration, err error)
 	AvailabilitySupply(ctx context.Context, skus, locations []string) ([]domain.Balance, error)
 }
@@ -61,9 +71,12 @@ type Config struct {
 	// Default MaxLag/10, at most 20ms: between two probes the measured
 	// staleness can only grow, so the interval adds up to itself to it.
 	ProbeInterval time.Duration
-	// CatalogInterval is the least time between two catalog reads made
-	// because a query named a SKU or location the copy did not know.
-	// Default 250ms.
+	// CatalogInterval is the least time between two catalog checks
+	// (store.AvailabilityCatalogSince: a count of the SKUs, about 10ms of
+	// the primary at 100,000 SKUs, and the codes of new ones), made only
+	// while queries name SKUs or locations the copy does not know. Default
+	// MaxLag/2, at least 250ms: under a steady stream of unknown codes the
+	// catalog then stays within MaxLag, so none is left to the database.
 	CatalogInterval time.Duration
 	// OnApply, if set, is told how long each applied event took from its
 	// transaction to the copy (for the lag histogram).
@@ -78,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.ProbeInterval = min(c.MaxLag/10, 20*time.Millisecond)
 	}
 	if c.CatalogInterval <= 0 {
-		c.CatalogInterval = 250 * time.Millisecond
+		c.CatalogInterval = max(c.MaxLag/2, 250*time.Millisecond)
 	}
 	return c
 }
@@ -125,15 +138,32 @@ type Copy struct {
 	skus             map[string]*sku
 	locations        map[string]int       // priority by code
 	learnedLocations map[string]time.Time // as sku.learned, for locations a catalog read found
-	applied          int64                // newest seq applied
-	caughtUp         time.Time            // see probe
-	probes           []probe              // measured heads not yet applied, ascending
-	dirty            map[[2]string]struct{}
-	changed          chan struct{} // closed (and replaced) whenever a balance changes
+	// Every SKU committed before catalogAt is in skus (zero: not known, as
+	// after a standby's load), so a code not in skus while catalogAt is
+	// within MaxLag is answered null: it did not exist MaxLag ago, which
+	// is as stale as any answer may be. catalogSKUs and catalogMaxID are
+	// the count and newest id the last load or check saw.
+	catalogAt    time.Time
+	catalogSKUs  int
+	catalogMaxID int64
+	// created are SKUs this instance created that the copy does not know
+	// yet: the database answers them (see createdSKU).
+	created map[string]struct{}
+	applied int64 // newest seq applied
+	// floor is the newest seq applied by an earlier load: what this
+	// instance may already have answered. A load can be older (a standby
+	// that lags), and until the stream has carried the copy back to floor
+	// it does not answer, so no caller sees a balance or X-Stock-Seq go
+	// backwards.
+	floor    int64
+	caughtUp time.Time // see probe; zero: not known (every answer waits for a probe)
+	probes   []probe   // measured heads not yet applied, ascending
+	dirty    map[[2]string]struct{}
+	changed  chan struct{} // closed (and replaced) whenever a balance changes
 
 	reload     chan struct{} // a gap, an unknown location, a reconnect
 	appliedSig chan struct{} // events were applied: measure now, the head they reached is likely the newest
-	catalog    chan struct{} // a query named an unknown code
+	catalog    chan struct{} // a query named an unknown code while the catalog was not known fresh
 	supply     chan struct{} // dirty balances wait for their supply figures
 
 	gen       int64 // loads installed, under mu: a supply read from before a load is dropped
@@ -145,7 +175,7 @@ type Copy struct {
 // New returns a copy; Run loads and follows the stream.
 func New(st Store, stream Stream, cfg Config, logger *slog.Logger) *Copy {
 	return &Copy{store: st, stream: stream, cfg: cfg.withDefaults(), logger: logger,
-		changed: make(chan struct{}), dirty: map[[2]string]struct{}{},
+		changed: make(chan struct{}), dirty: map[[2]string]struct{}{}, created: map[string]struct{}{},
 		reload: make(chan struct{}, 1), appliedSig: make(chan struct{}, 1), catalog: make(chan struct{}, 1), supply: make(chan struct{}, 1)}
 }
 
@@ -153,8 +183,10 @@ func New(st Store, stream Stream, cfg Config, logger *slog.Logger) *Copy {
 func (c *Copy) MaxLag() time.Duration { return c.cfg.MaxLag }
 
 // Lag is how stale the copy is now: the time since the newest moment before
-// which every committed change is known to be applied. It is
-// math.MaxInt64-ish (an hour) while the copy is not loaded.
+// which every committed change is known to be applied. It is an hour while
+// the copy is not loaded, while that moment is not known yet (a load from
+// a standby, until a probe), and while a load older than what the copy
+// already answered has not caught up.
 func (c *Copy) Lag() time.Duration {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -162,10 +194,10 @@ func (c *Copy) Lag() time.Duration {
 }
 
 func (c *Copy) lagLocked() time.Duration {
-	if !c.ready {
+	if !c.ready || c.caughtUp.IsZero() || c.applied < c.floor {
 		return time.Hour
 	}
-	return max(time.Since(c.caughtUp), 0)
+	return min(max(time.Since(c.caughtUp), 0), time.Hour)
 }
 
 // Seq is the newest stock event seq applied.
@@ -192,9 +224,14 @@ func (c *Copy) Changed() <-chan struct{} {
 // Get answers q from the copy, in request order with nil for unknown SKUs
 // (the store's AvailabilityList semantics), with the highest seq among the
 // balances answered. ok is false when the copy cannot answer: not loaded,
-// staler than MaxLag, or q names a SKU or location it does not know (it
-// then reads the catalog soon, in case that was just created); the caller
-// reads the database instead. q must be valid (q.Validate).
+// staler than MaxLag, q names a location it does not know (the database
+// then says it is unknown), or q names a SKU it does not know and it has
+// not checked the catalog within MaxLag; the caller reads the database
+// instead. A query naming unknown codes makes the copy check the catalog
+// in the background (at most once per CatalogInterval, whatever the
+// queries), soon enough that it keeps answering them: a SKU it does not
+// know is then one that did not exist MaxLag ago, and answered null.
+// q must be valid (q.Validate).
 func (c *Copy) Get(q domain.AvailabilityQuery) (out []*domain.Availability, seq int64, ok bool) {
 	out, seq, _, ok = c.get(q, false)
 	return out, seq, ok
@@ -207,8 +244,9 @@ func (c *Copy) GetWithDeps(q domain.AvailabilityQuery) (out []*domain.Availabili
 }
 
 // Unchanged says whether answers read at deps would be answered the same
-// now: the copy is still the same load, within MaxLag, and none of those
-// SKUs' balances changed.
+// now: the copy is still the same load, within MaxLag, none of those SKUs'
+// balances changed, and those answered null are still unknown to a
+// catalog checked within MaxLag.
 func (c *Copy) Unchanged(deps []domain.AnswerDep) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -217,11 +255,28 @@ func (c *Copy) Unchanged(deps []domain.AnswerDep) bool {
 	}
 	for _, d := range deps {
 		s := c.skus[d.SKU]
-		if s == nil || s.version != d.Version || d.Load != c.gen {
+		if d.Load != c.gen {
+			return false
+		}
+		if d.Absent {
+			// A cached null keeps the catalog checked, as a query would.
+			c.wantCatalogLocked()
+			if s != nil || !c.catalogFreshLocked() {
+				return false
+			}
+			continue
+		}
+		if s == nil || s.version != d.Version {
 			return false
 		}
 	}
 	return true
+}
+
+// catalogFreshLocked says whether the copy knows every SKU committed
+// MaxLag ago, so that one it does not know may be answered null.
+func (c *Copy) catalogFreshLocked() bool {
+	return !c.catalogAt.IsZero() && time.Since(c.catalogAt) <= c.cfg.MaxLag
 }
 
 func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Availability, seq int64, deps []domain.AnswerDep, ok bool) {
@@ -236,7 +291,10 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 		filter = make(map[string]bool, len(q.Locations))
 		for _, l := range q.Locations {
 			if _, known := c.locations[l]; !known {
-				c.unknown()
+				// The database says which is unknown (an error, not a
+				// null); the check lets the copy answer a new one.
+				c.fallbacks.Add(1)
+				c.wantCatalogLocked()
 				return nil, 0, nil, false
 			}
 			if at, learned := c.learnedLocations[l]; learned && c.caughtUp.Before(at) {
@@ -250,11 +308,23 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 	// is every anonymous page view's work, and allocation was most of it.
 	found := make([]*sku, len(q.SKUs))
 	nBalances := 0
+	askedCatalog := false
 	for i, code := range q.SKUs {
 		s := c.skus[code]
 		if s == nil {
-			c.unknown()
-			return nil, 0, nil, false
+			// Answered null if it did not exist MaxLag ago; either way
+			// the catalog is checked soon, so the next query finds it
+			// fresh: a stream of unknown codes costs one check per
+			// CatalogInterval, not a read each.
+			if !askedCatalog {
+				c.wantCatalogLocked()
+				askedCatalog = true
+			}
+			if _, created := c.created[code]; created || !c.catalogFreshLocked() {
+				c.fallbacks.Add(1)
+				return nil, 0, nil, false
+			}
+			continue
 		}
 		if !s.learned.IsZero() && c.caughtUp.Before(s.learned) {
 			c.fallbacks.Add(1)
@@ -270,6 +340,12 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 	balances := make([]domain.Balance, 0, nBalances)
 	out = make([]*domain.Availability, len(q.SKUs))
 	for i, s := range found {
+		if s == nil { // unknown: null
+			if withDeps { // a repeat adds a dep again: harmless
+				deps = append(deps, domain.AnswerDep{SKU: q.SKUs[i], Absent: true, Load: c.gen})
+			}
+			continue
+		}
 		if j := slices.Index(found[:i], s); j >= 0 {
 			// A repeat: its own copy, so no caller sees two entries alias.
 			entries[i] = *out[j]
@@ -300,14 +376,20 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 	return out, seq, deps, true
 }
 
-// unknown asks for a catalog read, and counts a fallback.
-func (c *Copy) unknown() {
-	c.fallbacks.Add(1)
-	select {
-	case c.catalog <- struct{}{}:
-	default:
+// wantCatalogLocked asks for a catalog check when the last one is older
+// than CatalogInterval (at most half of MaxLag) or not known: a steady
+// stream of queries naming unknown codes keeps the catalog fresh, so none
+// of them is left to the database and a SKU created meanwhile is found
+// within about CatalogInterval, with one check per CatalogInterval at most.
+func (c *Copy) wantCatalogLocked() {
+	if c.catalogAt.IsZero() || time.Since(c.catalogAt) > c.recheck() {
+		signal(c.catalog)
 	}
 }
+
+// recheck is how old a catalog check may be before a query naming an
+// unknown code asks for another.
+func (c *Copy) recheck() time.Duration { return min(c.cfg.CatalogInterval, c.cfg.MaxLag/2) }
 
 func signal(ch chan struct{}) {
 	select {
@@ -484,9 +566,23 @@ func (c *Copy) install(snap domain.AvailabilitySnapshot) {
 		slices.SortFunc(s.balances, byPriority)
 	}
 	c.mu.Lock()
+	// An older load than the last one answers nothing until the stream
+	// has carried it past what the last one applied (lagLocked).
+	c.floor = max(c.floor, c.applied)
 	c.skus, c.locations, c.applied = skus, locations, snap.Seq
 	c.learnedLocations = map[string]time.Time{}
-	c.caughtUp = time.Now().Add(-snap.Lag)
+	c.catalogSKUs, c.catalogMaxID, c.catalogAt = len(snap.SKUs), snap.SKUMaxID, snap.At
+	for code := range c.created {
+		if skus[code] != nil {
+			delete(c.created, code)
+		}
+	}
+	// The snapshot is as old as its transaction's start, not as its
+	// install: a load that took longer than MaxLag is stale at once.
+	c.caughtUp = time.Time{}
+	if !snap.At.IsZero() {
+		c.caughtUp = snap.At.Add(-snap.Lag)
+	}
 	c.ready, c.probes = true, nil
 	c.gen++
 	c.dirty = map[[2]string]struct{}{}
@@ -515,6 +611,7 @@ func (c *Copy) apply(e domain.StockEvent) bool {
 	if s == nil { // a SKU created since the load
 		s = &sku{code: e.SKU}
 		c.skus[e.SKU] = s
+		delete(c.created, e.SKU)
 	}
 	var b *balance
 	for _, x := range s.balances {
@@ -547,8 +644,8 @@ func (c *Copy) apply(e domain.StockEvent) bool {
 	return true
 }
 
-// maintain reads supply figures for dirty balances and the catalog when a
-// query named an unknown code.
+// maintain reads supply figures for dirty balances, and checks the catalog
+// when queries name unknown codes, at most once per CatalogInterval.
 func (c *Copy) maintain(ctx context.Context) {
 	var lastCatalog time.Time
 	for {
@@ -566,7 +663,7 @@ func (c *Copy) maintain(ctx context.Context) {
 				}
 			}
 			lastCatalog = time.Now()
-			c.readCatalog(ctx)
+			c.checkCatalog(ctx)
 		}
 	}
 }
@@ -623,29 +720,89 @@ func (c *Copy) readSupply(ctx context.Context) {
 	}
 }
 
-func (c *Copy) readCatalog(ctx context.Context) {
+// checkCatalog learns the SKUs and locations created since the copy's
+// load or last check. The database work is a count unless something was
+// created (store.AvailabilityCatalogSince); the write lock is held to add
+// what is new, never to compare the whole catalog (the rare full read is
+// compared under the read lock, which queries share).
+func (c *Copy) checkCatalog(ctx context.Context) {
+	c.mu.RLock()
+	ready, gen, known, after := c.ready, c.gen, c.catalogSKUs, c.catalogMaxID
+	fresh := !c.catalogAt.IsZero() && time.Since(c.catalogAt) <= c.recheck()
+	c.mu.RUnlock()
+	if !ready || fresh { // a load or a check since it was asked for
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	skus, locations, err := c.store.AvailabilityCatalog(ctx)
+	ch, err := c.store.AvailabilityCatalogSince(ctx, known, after)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("availability copy: checking the catalog failed; unknown codes are answered by the database", "err", err)
+		}
 		return
 	}
-	read := time.Now() // every change committed before the catalog's snapshot was committed before this
+	// A SKU found here may have balances whose events the copy has not
+	// applied yet: it is answered by the database until the copy has
+	// caught up past this read (sku.learned), an upper bound on its
+	// snapshot.
+	read := time.Now()
+	added := ch.New
+	if ch.Full {
+		added = nil
+		c.mu.RLock()
+		for _, code := range ch.New {
+			if c.skus[code] == nil {
+				added = append(added, code)
+			}
+		}
+		c.mu.RUnlock()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ready {
-		return
+	if !c.ready || c.gen != gen {
+		return // a load since: its own catalog is what counts
 	}
-	for _, l := range locations {
+	for _, l := range ch.Locations {
 		if _, known := c.locations[l.Code]; !known {
 			c.locations[l.Code] = l.Priority
 			c.learnedLocations[l.Code] = read
 		}
 	}
-	for _, code := range skus {
+	for _, code := range added {
 		if c.skus[code] == nil {
 			c.skus[code] = &sku{code: code, learned: read}
 		}
+		delete(c.created, code)
+	}
+	c.catalogSKUs, c.catalogMaxID = ch.SKUs, ch.MaxID
+	c.catalogAt = later(c.catalogAt, ch.At)
+}
+
+// createdSKU notes a SKU this instance has just created (its transaction
+// has committed): until the copy knows it (from its first event, or a
+// catalog check), the database answers it, never the copy's null. It is
+// not added to the copy here: its first receipt may commit right after,
+// and the copy would then answer it as empty, within its bound but not
+// what the caller who just created and stocked it expects from the
+// instance it used.
+func (c *Copy) createdSKU(code string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.skus[code] == nil {
+		c.created[code] = struct{}{}
+	}
+}
+
+// learnLocation adds a location this instance has just created, as
+// learnSKU a SKU (its first balance's event then needs no reload).
+func (c *Copy) learnLocation(code string, priority int) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, known := c.locations[code]; c.ready && !known {
+		c.locations[code] = priority
+		c.learnedLocations[code] = now
 	}
 }
 

@@ -31,3 +31,33 @@ func (s Stock) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery)
 	domain.NoteUnsequenced(ctx)
 	return s.Stock.AvailabilityList(ctx, q)
 }
+
+// Catalog is domain.Catalog that tells the copy of the SKUs and locations
+// this instance creates, so that this instance never answers a SKU it
+// just created as unknown: the copy answers null for codes that did not
+// exist as of a catalog check within MaxLag, and a SKU created since then
+// (creating one makes no stock event) would otherwise read null here until
+// the next check; the database answers it until the copy knows it. Other
+// instances learn it at their next check, within their bound.
+type Catalog struct {
+	domain.Catalog
+	Copy *Copy // nil: nothing to tell
+}
+
+// SKUCreate implements domain.Catalog.
+func (c Catalog) SKUCreate(ctx context.Context, in domain.CreateSKUInput) (domain.SKU, error) {
+	sku, err := c.Catalog.SKUCreate(ctx, in)
+	if err == nil && c.Copy != nil {
+		c.Copy.createdSKU(sku.Code)
+	}
+	return sku, err
+}
+
+// LocationCreate implements domain.Catalog.
+func (c Catalog) LocationCreate(ctx context.Context, in domain.CreateLocationInput) (domain.Location, error) {
+	loc, err := c.Catalog.LocationCreate(ctx, in)
+	if err == nil && c.Copy != nil {
+		c.Copy.learnLocation(loc.Code, loc.Priority)
+	}
+	return loc, err
+}

@@ -19,11 +19,15 @@ type AnswerSeq struct {
 }
 
 // AnswerDep is one thing an answer from the in-memory copy read: a SKU at a
-// version of its balances, in one load of the copy.
+// version of its balances, in one load of the copy; or, Absent, a SKU the
+// copy answered null for (unknown to a catalog it had checked recently),
+// which holds while the copy still does not know it and its catalog is
+// still that fresh.
 type AnswerDep struct {
 	SKU     string
 	Version uint64
 	Load    int64
+	Absent  bool
 }
 
 // NoteAnswerDeps records what part of the answer read (see AnswerDep).

@@ -89,9 +89,34 @@ type SeqBalance struct {
 // event Seq, for an in-memory availability copy to start from. Lag is how
 // long the oldest committed event not yet given a seq had waited then.
 type AvailabilitySnapshot struct {
-	Seq       int64
-	Lag       time.Duration
-	SKUs      []string
+	Seq int64
+	Lag time.Duration
+	// At is the reader's clock just before the snapshot's transaction
+	// began: every change committed before At is in it, so a copy that
+	// installs it is At+Lag old, however long the read took. Zero when
+	// that is not known (a standby's snapshot holds what the standby had
+	// replayed, which may be older): the copy then counts itself stale
+	// until a head read on the primary says it has caught up.
+	At   time.Time
+	SKUs []string
+	// SKUMaxID is the newest SKU id among SKUs: a catalog check reads the
+	// ones after it (AvailabilityCatalogSince).
+	SKUMaxID  int64
 	Locations []Location
 	Balances  []SeqBalance
+}
+
+// CatalogChange is how the catalog differs from what an in-memory
+// availability copy knows (see store.AvailabilityCatalogSince): SKUs is how
+// many exist and MaxID the newest id; New the codes after the copy's newest
+// id, or every code when Full (then the copy keeps those it lacks);
+// Locations every location. At is the reader's clock before its
+// transaction began: every SKU and location committed before At is in it.
+type CatalogChange struct {
+	At        time.Time
+	SKUs      int
+	MaxID     int64
+	New       []string
+	Full      bool
+	Locations []Location
 }

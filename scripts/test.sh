@@ -47,12 +47,7 @@ fi
 # race-built); -race would only slow their own load generator, whose eight
 # clients decoding 2 MB answers then took the cores from the server (p99 567 ms
 # in one run, against 63-82 ms without).
-# The availability copy's staleness under 32 reserving writers is one of them:
-# with -race its own writers took the cores from the relay (p99 103-134 ms in
-# some runs, 67-79 ms in others; 73 ms without).
 alone='^(TestAnonymousLoadLeavesCheckoutsTheirShare)$'
-alone_avail='^(TestCopyLagUnderReserveLoad)$'
-go test -race -count=1 -timeout 30m -skip "$alone|$alone_avail" ./...
+go test -race -count=1 -timeout 30m -skip "$alone" ./...
 echo "test.sh: latency tests, alone, without -race" >&2
 go test -count=1 -timeout 10m -run "$alone" -v . | grep -E '^(=== RUN|--- |    |ok|FAIL|PASS)'
-go test -count=1 -timeout 10m -run "$alone_avail" -v ./avail | grep -E '^(=== RUN|--- |    |ok|FAIL|PASS)'
