@@ -132,7 +132,9 @@ func (r *Resolver) availabilityChanges(ctx context.Context, q domain.Availabilit
 // every change they miss arrives), holding a slot of the share.
 func (r *Resolver) firstAvailability(ctx context.Context, q domain.AvailabilityQuery) (first []*domain.Availability, after int64, fromMemory bool, err error) {
 	if r.LiveMemory != nil {
-		if first, after, ok := r.LiveMemory.Get(q); ok {
+		// A SKU the copy does not know may have been created within its
+		// bound: the database says whether it is unknown.
+		if first, after, ok := r.LiveMemory.Get(q); ok && !slices.Contains(first, nil) {
 			return first, after, true, nil
 		}
 	}
