@@ -43,8 +43,20 @@ type WaitlistSignals interface {
 	WatchWaitlist(ctx context.Context, checkoutID string) <-chan struct{}
 }
 
-// WaitlistFeedPoll is how often a waitlistChanged subscription re-reads
-// without a signal: the fallback that makes a lost notification delay a
+// WaitlistFeedPoll is how often an instance looks, in one read for all its
+// waitlistChanged subscriptions, for changes no notification reported
+// (events.Broker.pollWaitlists), and how soon a subscription whose re-read
+// failed tries again: the fallback that makes a lost notification delay a
 // push rather than lose it (and that pushes an entry reading EXPIRED at its
 // deadline before its expiry job has run).
 const WaitlistFeedPoll = 5 * time.Second
+
+// WaitlistCheckoutChange is, for one checkout, when its entries last
+// changed and whether a waiting entry's deadline passed since the last
+// look: what wakes its waitlistChanged subscriptions when no notification
+// did.
+type WaitlistCheckoutChange struct {
+	CheckoutID      string
+	LastChanged     time.Time
+	DeadlinesPassed bool
+}

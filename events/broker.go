@@ -51,6 +51,10 @@ type Config struct {
 	// StallTimeout cuts off a subscriber whose buffer stayed full this long.
 	// Default 10s.
 	StallTimeout time.Duration
+	// WaitlistPoll is how often one read finds the waitlistChanged
+	// subscriptions whose entries changed without a notification reaching
+	// this instance (pollWaitlists). Default domain.WaitlistFeedPoll.
+	WaitlistPoll time.Duration
 	// Listen is where the LISTEN connection goes: a session of its own,
 	// which a transaction pooler does not keep (the direct URL). Nil: the
 	// pool's configuration.
@@ -63,6 +67,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second
+	}
+	if c.WaitlistPoll <= 0 {
+		c.WaitlistPoll = domain.WaitlistFeedPoll
 	}
 	if c.Recent <= 0 {
 		c.Recent = 10_000
@@ -206,6 +213,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.relay(ctx) })
 	wg.Go(func() { b.listen(ctx) })
+	wg.Go(func() { b.pollWaitlists(ctx) })
 	b.fetchLoop(ctx)
 	wg.Wait()
 

@@ -2,7 +2,9 @@ package events
 
 import (
 	"context"
+	"maps"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +20,7 @@ var _ domain.WaitlistSignals = (*Broker)(nil)
 type waitlistWatchers struct {
 	mu      sync.Mutex
 	subs    map[string]map[chan struct{}]struct{} // checkout id -> its watchers
+	since   map[string]time.Time                  // checkout id -> when its first watcher came
 	stopped bool                                  // the broker stopped: every channel is closed
 }
 
@@ -39,6 +42,10 @@ func (b *Broker) WatchWaitlist(ctx context.Context, checkoutID string) <-chan st
 	}
 	if w.subs[checkoutID] == nil {
 		w.subs[checkoutID] = map[chan struct{}]struct{}{}
+		if w.since == nil {
+			w.since = map[string]time.Time{}
+		}
+		w.since[checkoutID] = time.Now()
 	}
 	w.subs[checkoutID][ch] = struct{}{}
 	w.mu.Unlock()
@@ -52,6 +59,7 @@ func (b *Broker) WatchWaitlist(ctx context.Context, checkoutID string) <-chan st
 		delete(w.subs[checkoutID], ch)
 		if len(w.subs[checkoutID]) == 0 {
 			delete(w.subs, checkoutID)
+			delete(w.since, checkoutID)
 		}
 	})
 	return ch
@@ -71,13 +79,11 @@ func (w *waitlistWatchers) stop() {
 }
 
 // wake signals the watchers of one checkout, or (all) of every checkout.
+// A notification costs its own checkout's watchers, not a walk over all.
 func (w *waitlistWatchers) wake(checkoutID string, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for id, set := range w.subs {
-		if !all && id != checkoutID {
-			continue
-		}
+	signal := func(set map[chan struct{}]struct{}) {
 		for ch := range set {
 			select {
 			case ch <- struct{}{}:
@@ -85,6 +91,21 @@ func (w *waitlistWatchers) wake(checkoutID string, all bool) {
 			}
 		}
 	}
+	if !all {
+		signal(w.subs[checkoutID])
+		return
+	}
+	for _, set := range w.subs {
+		signal(set)
+	}
+}
+
+// watched lists the checkouts with watchers on this instance, each with
+// when its first watcher came (its subscriptions read what was so then).
+func (w *waitlistWatchers) watched() map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.since)
 }
 
 // HandleNotification wakes the notified checkout's watchers.
