@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"inventory/pgtest"
 	"inventory/store"
 )
 
@@ -105,4 +110,77 @@ func TestReadyzReportsStalledStream(t *testing.T) {
 		t.Fatalf("%d events unpublished after the lock was let go and both instances were ready", n)
 	}
 	t.Logf("moving again: both ready %.1f s after the lock was let go, held %.1f s after the change", took.Seconds(), released.Sub(changed).Seconds())
+}
+
+// TestReadyzNamesNoHostUserOrSQL: /readyz answers anyone, so when the
+// database cannot be reached it says so in words and names no host, port,
+// user, database or SQL; the details go to the log. The instance's database
+// stops taking connections (ALLOW_CONNECTIONS false) and its sessions are
+// ended, so every pool, the event broker's included, fails to connect.
+func TestReadyzNamesNoHostUserOrSQL(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ctx := context.Background()
+	dbURL := pgtest.DirectURL(t, ts.env["DATABASE_URL"])
+	pc, err := pgconn.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A session on another database of the server (one cannot lock out the
+	// database one is connected to), kept open to let connections in again.
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := pgx.Identifier{pc.Database}.Sanitize()
+	allow := func(on bool) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS %t", db, on)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(false)
+	t.Cleanup(func() { // before the instance stops and the database is dropped
+		allow(true)
+		conn.Close(ctx)
+	})
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, pc.Database); err != nil {
+		t.Fatal(err)
+	}
+
+	// Not ready, and the broker has found it cannot read new events (its
+	// reason comes first).
+	waitReadyz(t, 60*time.Second, "/readyz to fail while the database refuses connections", []string{ts.url}, func(code int, _ string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(ts.logs.String(), "events: fetch")
+	})
+	leaks := []string{pc.Database, "user=", "user=" + pc.User, `"` + pc.User + `"`, "SQLSTATE", "FATAL", "failed to connect",
+		"127.0.0.1", "localhost", pc.Host, fmt.Sprintf(":%d", pc.Port), "accepting connections", "store."}
+	for range 3 {
+		code, body := readyzAnswer(ts.url)
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz %d %q while the database refuses connections", code, body)
+		}
+		var named []string
+		for _, leak := range leaks {
+			if strings.Contains(body, leak) {
+				named = append(named, leak)
+			}
+		}
+		if len(named) > 0 {
+			t.Fatalf("/readyz names %q: %q", named, body)
+		}
+		t.Logf("/readyz: %d %q", code, strings.TrimSpace(body))
+		time.Sleep(250 * time.Millisecond)
+	}
+	// The details are in the log, for whoever runs the server.
+	var logged bool
+	for line := range strings.SplitSeq(ts.logs.String(), "\n") {
+		logged = logged || (strings.Contains(line, "not ready") && strings.Contains(line, "55000"))
+	}
+	if !logged {
+		t.Errorf("no log line says why the instance is not ready (with PostgreSQL's reason, SQLSTATE 55000):\n%s", ts.logs.String())
+	}
+
+	allow(true)
+	waitReadyz(t, 60*time.Second, "the instance ready again once the database takes connections", []string{ts.url}, func(code int, _ string) bool { return code == http.StatusOK })
 }

@@ -140,6 +140,10 @@ type Broker struct {
 // not started, reading new events fails, or committed events have waited
 // longer than MaxStall for the relay), or "" when it can. Readiness reports
 // it, so a load balancer sends subscribers elsewhere meanwhile.
+//
+// It is in words for whoever asks /readyz, which is anyone: never an
+// error's text, which names the database's host, port, user and SQL. The
+// error itself goes to the log where the problem is found.
 func (b *Broker) Problem() string {
 	if p := b.problem.Load(); p != nil {
 		return *p
@@ -147,10 +151,13 @@ func (b *Broker) Problem() string {
 	return ""
 }
 
-// problemStalledAt is the Problem of a stalled stream (see checkStall).
-const problemStalledAt = "live events stalled: stock changes have waited %s to be published (bound %s)"
-
-func unavailable(err error) string { return "live events unavailable: " + err.Error() }
+// The problems Problem reports, besides a stall (see checkStall).
+const (
+	problemStarting  = "live events unavailable: starting"
+	problemNoHead    = "live events unavailable: cannot read the event stream's head from the database"
+	problemNoFetch   = "live events unavailable: cannot read new events from the database"
+	problemStalledAt = "live events stalled: stock changes have waited %s to be published (bound %s)"
+)
 
 func (b *Broker) setProblem(msg string) {
 	if msg == "" {
@@ -201,7 +208,7 @@ func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *B
 // database does not answer) it says so at ERROR, reports the Problem, and
 // tries again with backoff; subscriptions made meanwhile wait for it.
 func (b *Broker) Run(ctx context.Context) error {
-	b.setProblem(unavailable(errors.New("starting")))
+	b.setProblem(problemStarting)
 	var last int64
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		var err error
@@ -212,7 +219,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			close(b.stopped)
 			return nil // stopped while starting
 		}
-		b.setProblem(unavailable(err))
+		b.setProblem(problemNoHead)
 		b.logger.ErrorContext(ctx, "events: cannot start; retrying", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
@@ -390,7 +397,7 @@ func (b *Broker) fetchLoop(ctx context.Context) {
 		}
 		if err != nil {
 			b.logger.ErrorContext(ctx, "events: fetch", "err", err)
-			b.setProblem(unavailable(err)) // cleared by the next fetch that works (every Poll at most)
+			b.setProblem(problemNoFetch) // cleared by the next fetch that works (every Poll at most)
 			continue
 		}
 		b.setProblem(b.checkStall(ctx, time.Now()))
