@@ -39,6 +39,8 @@ func TestAuthMatrix(t *testing.T) {
 			map[string]string{"anonymous": ok, "checkout": ok, "service": ok, "admin": ok}},
 		{"sku", func() string { return `{ sku(code: "HP-1") { code } }` }, false,
 			map[string]string{"anonymous": ok, "checkout": ok, "service": ok, "admin": ok}},
+		{"Sku.lowStockThreshold", func() string { return `{ sku(code: "HP-1") { code lowStockThreshold } }` }, false,
+			map[string]string{"anonymous": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{"locations", func() string { return `{ locations { code } }` }, false,
 			map[string]string{"anonymous": ok, "checkout": ok, "service": ok, "admin": ok}},
 		{"reconciliation", func() string { return `{ reconciliation { kind } }` }, false,

@@ -141,12 +141,14 @@ func TestCLIErrorsNameNoPackages(t *testing.T) {
 func TestInvalidSettings(t *testing.T) {
 	t.Parallel()
 	for env, want := range map[string]string{
-		"INVENTORY_LOG_LEVEL=verbose":     "INVENTORY_LOG_LEVEL must be debug, info, warn or error",
-		"INVENTORY_RUN_JOBS=maybe":        "INVENTORY_RUN_JOBS must be true or false",
-		"INVENTORY_MIGRATE_ON_START=on":   "INVENTORY_MIGRATE_ON_START must be true or false",
-		"INVENTORY_SWEEP_INTERVAL=soon":   "INVENTORY_SWEEP_INTERVAL must be a positive duration such as 30s",
-		"INVENTORY_DB_ANONYMOUS_CONNS=20": "INVENTORY_DB_ANONYMOUS_CONNS must be at most INVENTORY_DB_MAX_CONNS - 1 (19)",
-		"INVENTORY_MAX_QUERY_TOKENS=0":    "INVENTORY_MAX_QUERY_TOKENS must be a positive integer",
+		"INVENTORY_LOG_LEVEL=verbose":          "INVENTORY_LOG_LEVEL must be debug, info, warn or error",
+		"INVENTORY_RUN_JOBS=maybe":             "INVENTORY_RUN_JOBS must be true or false",
+		"INVENTORY_MIGRATE_ON_START=on":        "INVENTORY_MIGRATE_ON_START must be true or false",
+		"INVENTORY_SWEEP_INTERVAL=soon":        "INVENTORY_SWEEP_INTERVAL must be a positive duration such as 30s",
+		"INVENTORY_DB_ANONYMOUS_CONNS=20":      "INVENTORY_DB_ANONYMOUS_CONNS must be at most INVENTORY_DB_MAX_CONNS - 1 (19)",
+		"INVENTORY_MAX_QUERY_TOKENS=0":         "INVENTORY_MAX_QUERY_TOKENS must be a positive integer",
+		"INVENTORY_EVENTS_RELAY_TIMEOUT=100ms": "INVENTORY_EVENTS_RELAY_TIMEOUT must be at least 1s",
+		"INVENTORY_EVENTS_MAX_STALL=10s":       "INVENTORY_EVENTS_MAX_STALL must be longer than twice INVENTORY_EVENTS_RELAY_TIMEOUT (5s)",
 	} {
 		k, v, _ := strings.Cut(env, "=")
 		_, _, err := cliRun(t, map[string]string{"DATABASE_URL": "postgres://unused", k: v}, "serve")

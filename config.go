@@ -56,7 +56,7 @@ type config struct {
 	// how long code-reveal audit rows and webhook delivery log rows are kept.
 	CodeRevealRetention      time.Duration
 	WebhookDeliveryRetention time.Duration
-	Events                   events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT
+	Events                   events.Config // INVENTORY_EVENTS_TICK, INVENTORY_SUBSCRIBER_BUFFER, INVENTORY_SUBSCRIBER_STALL_TIMEOUT, INVENTORY_EVENTS_RELAY_TIMEOUT, INVENTORY_EVENTS_MAX_STALL
 	SubscriptionFlush        time.Duration // INVENTORY_SUBSCRIPTION_FLUSH
 	AvailabilityMaxLag       time.Duration // INVENTORY_AVAILABILITY_MAX_LAG: 0 answers availability from the database only
 	LogLevel                 string        // INVENTORY_LOG_LEVEL: debug, info, warn, error
@@ -201,6 +201,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 			Tick:         dur("INVENTORY_EVENTS_TICK", 25*time.Millisecond),
 			Buffer:       int(min(num("INVENTORY_SUBSCRIBER_BUFFER", 256), 100_000)),
 			StallTimeout: dur("INVENTORY_SUBSCRIBER_STALL_TIMEOUT", 10*time.Second),
+			RelayTimeout: dur("INVENTORY_EVENTS_RELAY_TIMEOUT", 5*time.Second),
+			MaxStall:     durOff("INVENTORY_EVENTS_MAX_STALL", 30*time.Second),
 		},
 		SubscriptionFlush:   min(dur("INVENTORY_SUBSCRIPTION_FLUSH", fanout.DefaultFlush), time.Second),
 		AvailabilityMaxLag:  durOff("INVENTORY_AVAILABILITY_MAX_LAG", time.Second),
@@ -298,6 +300,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 	cfg.AvailabilityPushInterval = dur("INVENTORY_AVAILABILITY_PUSH_INTERVAL", 250*time.Millisecond)
 	if d := cfg.AvailabilityPushInterval; d > 0 && (d < 10*time.Millisecond || d > 10*time.Second) {
 		errs = append(errs, fmt.Errorf("INVENTORY_AVAILABILITY_PUSH_INTERVAL must be between 10ms and 10s, got %q", getenv("INVENTORY_AVAILABILITY_PUSH_INTERVAL")))
+	}
+	// A relay statement takes milliseconds; under a second, a loaded
+	// machine's pause could end a healthy relay's session. Readiness must
+	// not report a stall that a frozen relay's cut-off (at most twice the
+	// timeout: its statement, then its pause) and another instance's
+	// takeover end by themselves.
+	if d := cfg.Events.RelayTimeout; d > 0 && d < time.Second {
+		errs = append(errs, fmt.Errorf("INVENTORY_EVENTS_RELAY_TIMEOUT must be at least 1s, got %q", getenv("INVENTORY_EVENTS_RELAY_TIMEOUT")))
+	}
+	if stall := cfg.Events.MaxStall; stall > 0 && stall <= 2*cfg.Events.RelayTimeout {
+		errs = append(errs, fmt.Errorf("INVENTORY_EVENTS_MAX_STALL must be longer than twice INVENTORY_EVENTS_RELAY_TIMEOUT (%s) or 0 (off), got %q", cfg.Events.RelayTimeout, getenv("INVENTORY_EVENTS_MAX_STALL")))
+	} else if stall == 0 {
+		cfg.Events.MaxStall = -1 // events.Config: never reported
 	}
 	cfg.WSMaxInFlight = int(min(num("INVENTORY_WS_MAX_IN_FLIGHT", 10), 100_000))
 	cfg.CacheMaxAge = dur("INVENTORY_CACHE_MAX_AGE", 5*time.Second)

@@ -24,6 +24,10 @@ const (
 	ConfirmSale      Action = "confirm a reservation"
 	ReadStockEvents  Action = "read stock events"
 	OperateInventory Action = "read inventory health and reconciliation"
+	// ReadAlerting reads how the admin has set up alerting (an SKU's own
+	// STOCK_LOW threshold): the shop's operations, not its catalog, so no
+	// storefront or backend needs it.
+	ReadAlerting Action = "read alerting settings"
 )
 
 // policy lists the roles allowed each action. ActOnCheckout is additionally
@@ -37,6 +41,7 @@ var policy = map[Action][]domain.Role{
 	ConfirmSale:        {domain.RoleService, domain.RoleAdmin},
 	ReadStockEvents:    {domain.RoleAdmin},
 	OperateInventory:   {domain.RoleAdmin},
+	ReadAlerting:       {domain.RoleAdmin},
 }
 
 // Authorize returns nil when the context's actor may perform action, else an

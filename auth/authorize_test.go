@@ -35,6 +35,7 @@ func TestAuthorizeMatrix(t *testing.T) {
 		{ActOnCheckout, "B", map[string]error{"anon": unauth, "checkout": forbid, "service": ok, "admin": ok}},
 		{ReadStockEvents, "", map[string]error{"anon": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 		{OperateInventory, "", map[string]error{"anon": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
+		{ReadAlerting, "", map[string]error{"anon": unauth, "checkout": forbid, "service": forbid, "admin": ok}},
 	}
 	actors := map[string]domain.Actor{"anon": anon, "checkout": checkout, "service": service, "admin": admin}
 	for _, c := range cases {

@@ -11,6 +11,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -27,7 +28,7 @@ import (
 
 // Store is what the broker reads and publishes through. store.Store is one.
 type Store interface {
-	StockEventsRelay(ctx context.Context, limit int) (n int, head domain.StockHead, err error)
+	StockEventsRelay(ctx context.Context, limit int, timeout time.Duration) (n int, head domain.StockHead, err error)
 	StockEventsAfter(ctx context.Context, after int64, limit int) ([]domain.StockEvent, error)
 	StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error)
 	StockEventsLatest(ctx context.Context) (int64, error)
@@ -55,6 +56,17 @@ type Config struct {
 	// subscriptions whose entries changed without a notification reaching
 	// this instance (pollWaitlists). Default domain.WaitlistFeedPoll.
 	WaitlistPoll time.Duration
+	// RelayTimeout bounds each statement of a relay transaction and each
+	// pause between them, in PostgreSQL (see store.StockEventsRelay): an
+	// instance frozen while it holds the relay's lock loses it this long
+	// after it went idle, and another instance relays. Default 5s.
+	RelayTimeout time.Duration
+	// MaxStall is how long committed events may wait for the relay before
+	// Problem reports the stream as stalled (readiness fails): longer than
+	// a frozen relay can hold the lock (2 × RelayTimeout), so that a stall
+	// another instance takes over from never turns readiness. Default 30s;
+	// negative: never reported.
+	MaxStall time.Duration
 	// Listen is where the LISTEN connection goes: a session of its own,
 	// which a transaction pooler does not keep (the direct URL). Nil: the
 	// pool's configuration.
@@ -79,6 +91,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StallTimeout <= 0 {
 		c.StallTimeout = 10 * time.Second
+	}
+	if c.RelayTimeout <= 0 {
+		c.RelayTimeout = 5 * time.Second
+	}
+	if c.MaxStall == 0 {
+		c.MaxStall = 30 * time.Second
 	}
 	return c
 }
@@ -120,13 +138,19 @@ type Broker struct {
 	head atomic.Pointer[domain.StockHead] // see StockHead
 
 	problem atomic.Pointer[string] // why live events are not flowing, nil when they are
+	stalled bool                   // the stream was last found stalled (fetchLoop's own)
 
 	waitlist waitlistWatchers // waitlistChanged subscriptions (waitlist.go)
 }
 
 // Problem says why this instance cannot serve live events right now (it has
-// not started, or reading new events fails), or "" when it can. Readiness
-// reports it, so a load balancer sends subscribers elsewhere meanwhile.
+// not started, reading new events fails, or committed events have waited
+// longer than MaxStall for the relay), or "" when it can. Readiness reports
+// it, so a load balancer sends subscribers elsewhere meanwhile.
+//
+// It is in words for whoever asks /readyz, which is anyone: never an
+// error's text, which names the database's host, port, user and SQL. The
+// error itself goes to the log where the problem is found.
 func (b *Broker) Problem() string {
 	if p := b.problem.Load(); p != nil {
 		return *p
@@ -134,12 +158,19 @@ func (b *Broker) Problem() string {
 	return ""
 }
 
-func (b *Broker) setProblem(err error) {
-	if err == nil {
+// The problems Problem reports, besides a stall (see checkStall).
+const (
+	problemStarting  = "live events unavailable: starting"
+	problemNoHead    = "live events unavailable: cannot read the event stream's head from the database"
+	problemNoFetch   = "live events unavailable: cannot read new events from the database"
+	problemStalledAt = "live events stalled: stock changes have waited %s to be published (bound %s)"
+)
+
+func (b *Broker) setProblem(msg string) {
+	if msg == "" {
 		b.problem.Store(nil)
 		return
 	}
-	msg := "live events unavailable: " + err.Error()
 	b.problem.Store(&msg)
 }
 
@@ -184,7 +215,7 @@ func NewBroker(st Store, pool *pgxpool.Pool, cfg Config, logger *slog.Logger) *B
 // database does not answer) it says so at ERROR, reports the Problem, and
 // tries again with backoff; subscriptions made meanwhile wait for it.
 func (b *Broker) Run(ctx context.Context) error {
-	b.setProblem(errors.New("starting"))
+	b.setProblem(problemStarting)
 	var last int64
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		var err error
@@ -195,7 +226,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			close(b.stopped)
 			return nil // stopped while starting
 		}
-		b.setProblem(err)
+		b.setProblem(problemNoHead)
 		b.logger.ErrorContext(ctx, "events: cannot start; retrying", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
@@ -204,7 +235,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
-	b.setProblem(nil)
+	b.setProblem("")
 	b.mu.Lock()
 	b.last = last
 	b.mu.Unlock()
@@ -234,7 +265,7 @@ func (b *Broker) publishOnce(ctx context.Context, limit int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	b.attemptsN.Add(1)
-	n, head, err := b.store.StockEventsRelay(ctx, limit)
+	n, head, err := b.store.StockEventsRelay(ctx, limit, b.cfg.RelayTimeout)
 	if n > 0 {
 		b.ownLast.Store(head.Seq)
 	}
@@ -374,9 +405,41 @@ func (b *Broker) fetchLoop(ctx context.Context) {
 		}
 		if err != nil {
 			b.logger.ErrorContext(ctx, "events: fetch", "err", err)
+			b.setProblem(problemNoFetch) // cleared by the next fetch that works (every Poll at most)
+			continue
 		}
-		b.setProblem(err) // cleared by the next fetch that works (every Poll at most)
+		b.setProblem(b.checkStall(ctx, time.Now()))
 	}
+}
+
+// checkStall returns the Problem of a stream that has stopped moving while
+// events wait: committed events have waited longer than MaxStall for the
+// relay, by the head the last fetch read (its CaughtUp is how far back
+// every committed change was published, so it grows old only while events
+// wait). A relay instance that froze inside its transaction is cut off
+// within 2 × RelayTimeout and another takes over, so past MaxStall the
+// relay is stuck everywhere (a lock held by something the bound does not
+// cover, the relay failing on every instance): every instance reports it,
+// and the stall is logged once when it begins and once when it ends.
+func (b *Broker) checkStall(ctx context.Context, now time.Time) string {
+	head, ok := b.StockHead()
+	if !ok || head.CaughtUp.IsZero() || b.cfg.MaxStall < 0 {
+		return ""
+	}
+	waited := now.Sub(head.CaughtUp)
+	stalled := waited > b.cfg.MaxStall
+	switch {
+	case stalled && !b.stalled:
+		b.logger.ErrorContext(ctx, "events: the stream is stalled: committed events wait for the relay; readiness fails until it moves",
+			"waited", waited.Round(time.Millisecond), "max_stall", b.cfg.MaxStall, "head_seq", head.Seq)
+	case !stalled && b.stalled:
+		b.logger.InfoContext(ctx, "events: the stream moves again", "head_seq", head.Seq)
+	}
+	b.stalled = stalled
+	if !stalled {
+		return ""
+	}
+	return fmt.Sprintf(problemStalledAt, waited.Round(time.Second), b.cfg.MaxStall)
 }
 
 func (b *Broker) fetchNew(ctx context.Context) error {

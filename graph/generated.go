@@ -33,6 +33,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	OrderLine() OrderLineResolver
 	Query() QueryResolver
+	Sku() SkuResolver
 	Subscription() SubscriptionResolver
 	WaitlistEntry() WaitlistEntryResolver
 	WebhookDelivery() WebhookDeliveryResolver
@@ -398,6 +399,9 @@ type QueryResolver interface {
 	Webhooks(ctx context.Context) ([]domain.WebhookEndpoint, error)
 	WebhookDeliveries(ctx context.Context, endpointID string, first *int, after *string) ([]domain.WebhookDelivery, error)
 	WaitlistEntry(ctx context.Context, id string) (*domain.WaitlistEntry, error)
+}
+type SkuResolver interface {
+	LowStockThreshold(ctx context.Context, obj *domain.SKU) (*int, error)
 }
 type SubscriptionResolver interface {
 	StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error)
@@ -2032,7 +2036,10 @@ type Sku {
   name: String!
   kind: StockKind!
   balances: [Balance!]!
-  "The SKU's own STOCK_LOW webhook threshold, used instead of each endpoint's; null: each endpoint's lowStockThreshold."
+  """
+  Admin: the SKU's own STOCK_LOW webhook threshold, used instead of each endpoint's; null: each endpoint's lowStockThreshold.
+  An alerting setting, not catalog data: other callers get null and an UNAUTHENTICATED or FORBIDDEN error for this field.
+  """
   lowStockThreshold: Int
 }
 
@@ -8031,7 +8038,7 @@ func (ec *executionContext) _Sku_lowStockThreshold(ctx context.Context, field gr
 			return ec.fieldContext_Sku_lowStockThreshold(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.LowStockThreshold, nil
+			return ec.Resolvers.Sku().LowStockThreshold(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
@@ -8042,7 +8049,7 @@ func (ec *executionContext) _Sku_lowStockThreshold(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_Sku_lowStockThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Sku", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Sku", field, true, true, "Int")
 }
 
 func (ec *executionContext) _SkuPayload_sku(ctx context.Context, field graphql.CollectedField, obj *model.SkuPayload) (ret graphql.Marshaler) {
@@ -13368,28 +13375,29 @@ func (ec *executionContext) _Sku(ctx context.Context, sel ast.SelectionSet, obj 
 		case "code":
 			out.Values[i] = ec._Sku_code(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "name":
 			out.Values[i] = ec._Sku_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "kind":
 			out.Values[i] = ec._Sku_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "balances":
 			out.Values[i] = ec._Sku_balances(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "lowStockThreshold":
-			out.Values[i] = ec._Sku_lowStockThreshold(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Sku_lowStockThreshold(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

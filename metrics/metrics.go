@@ -25,6 +25,7 @@ type Metrics struct {
 	reconcileIssues   prometheus.Gauge
 	httpLatency       *prometheus.HistogramVec
 	availabilityApply prometheus.Histogram
+	notReady          *prometheus.CounterVec
 }
 
 // Live is what the event broker reports. events.Broker is one.
@@ -56,13 +57,20 @@ func New(live Live) *Metrics {
 			Help:    "Time from a stock event's transaction to its being applied to the in-memory availability copy.",
 			Buckets: []float64{.005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5},
 		}),
+		notReady: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_readiness_failures_total",
+			Help: "/readyz answers of 503 by reason: database (unreachable, or its schema version unreadable), migrations (behind this binary), events (live events unavailable or stalled). The details are in the log.",
+		}, []string{"reason"}),
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inventory_http_request_duration_seconds",
 			Help:    "HTTP request latency by status code.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"code", "method"}),
 	}
-	m.registry.MustRegister(m.operations, m.sweptHolds, m.reconcileIssues, m.httpLatency,
+	for _, reason := range []string{"database", "migrations", "events"} {
+		m.notReady.WithLabelValues(reason) // every series from the start, at 0
+	}
+	m.registry.MustRegister(m.operations, m.sweptHolds, m.reconcileIssues, m.httpLatency, m.notReady,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if live != nil {
 		m.registry.MustRegister(
@@ -127,6 +135,11 @@ func (m *Metrics) Instrument(next http.Handler) http.Handler {
 
 // Reconciled records how many issues a reconciliation pass found.
 func (m *Metrics) Reconciled(issues int) { m.reconcileIssues.Set(float64(issues)) }
+
+// NotReady counts a /readyz answer of 503 for reason (database, migrations
+// or events): how often and why an instance was out of its load balancer,
+// beside the log line that says what was behind it.
+func (m *Metrics) NotReady(reason string) { m.notReady.WithLabelValues(reason).Inc() }
 
 // SweptHolds counts holds the sweeper released.
 func (m *Metrics) SweptHolds(n int) { m.sweptHolds.Add(float64(n)) }

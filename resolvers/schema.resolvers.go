@@ -433,6 +433,17 @@ func (r *queryResolver) WaitlistEntry(ctx context.Context, id string) (*domain.W
 	return r.Waitlists.WaitlistEntryGet(ctx, scope, id)
 }
 
+// LowStockThreshold is the resolver for the lowStockThreshold field: the
+// SKU's own STOCK_LOW threshold is how the admin set up alerting, answered
+// to admin keys only. Anyone else who asks gets null and an error
+// (UNAUTHENTICATED, FORBIDDEN) for this field, and the rest of the SKU.
+func (r *skuResolver) LowStockThreshold(ctx context.Context, obj *domain.SKU) (*int, error) {
+	if err := auth.Authorize(ctx, auth.ReadAlerting); err != nil {
+		return nil, err
+	}
+	return obj.LowStockThreshold, nil
+}
+
 // StockChanged is the resolver for the stockChanged field.
 func (r *subscriptionResolver) StockChanged(ctx context.Context, skus []string, locations []string, after *int64) (<-chan *domain.StockEvent, error) {
 	if err := auth.Authorize(ctx, auth.ReadStockEvents); err != nil {
@@ -499,6 +510,9 @@ func (r *Resolver) OrderLine() graph.OrderLineResolver { return &orderLineResolv
 // Query returns graph.QueryResolver implementation.
 func (r *Resolver) Query() graph.QueryResolver { return &queryResolver{r} }
 
+// Sku returns graph.SkuResolver implementation.
+func (r *Resolver) Sku() graph.SkuResolver { return &skuResolver{r} }
+
 // Subscription returns graph.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() graph.SubscriptionResolver { return &subscriptionResolver{r} }
 
@@ -514,6 +528,7 @@ type (
 	mutationResolver        struct{ *Resolver }
 	orderLineResolver       struct{ *Resolver }
 	queryResolver           struct{ *Resolver }
+	skuResolver             struct{ *Resolver }
 	subscriptionResolver    struct{ *Resolver }
 	waitlistEntryResolver   struct{ *Resolver }
 	webhookDeliveryResolver struct{ *Resolver }

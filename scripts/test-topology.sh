@@ -33,7 +33,9 @@ go test -race -count=1 -timeout 20m ./store/
 # the gap-free stream with resume across instances, codes sold once,
 # availability on every instance, the end-to-end flow.
 go test -race -count=1 -timeout 20m -run '^(TestReserveLastUnitOverHTTP|TestLostResponseOverHTTP|TestTwoInstances|TestStockChangedAcrossInstances|TestStockChangedResume|TestHoldExpiryIsPushed|TestCodesOverHTTP|TestAvailabilitySeqAndETagOnEveryInstance|TestServerEndToEnd|TestCheckoutFlow|TestReconciliationIsBounded)$' .
-# Faults: kill -9 of an instance under load, through PgBouncer; PgBouncer
-# restarted under load and the standby stopped under load (each on a
-# primary, standby and PgBouncer of the test's own, which it may stop).
-go test -count=1 -timeout 20m -run '^(TestKillInstanceMidReserve|TestKillInstanceMidConfirm|TestPgBouncerRestartUnderLoad|TestStandbyStoppedReadsFallBack)$' -v ./faults/ | grep -E '^(--- |ok|FAIL|PASS|Test[A-Za-z]+: )'
+# Faults: kill -9 of an instance under load, and an instance frozen
+# (SIGSTOP) inside its relay transaction (the relay's SET LOCAL timeouts end
+# its session), through PgBouncer; PgBouncer restarted under load and the
+# standby stopped under load (each on a primary, standby and PgBouncer of
+# the test's own, which it may stop).
+go test -count=1 -timeout 20m -run '^(TestKillInstanceMidReserve|TestKillInstanceMidConfirm|TestPgBouncerRestartUnderLoad|TestStandbyStoppedReadsFallBack|TestFrozenRelayInstanceLosesTheLock)$' -v ./faults/ | grep -E '^(--- |ok|FAIL|PASS|Test[A-Za-z]+: )'

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +15,13 @@ import (
 var _ domain.StockEvents = (*Store)(nil)
 
 // relayLock makes one relay at a time, across all instances, assign seq.
-const relayLock = 0x1_4E5E_47_E7E7
+const relayLock = RelayLockKey
+
+// RelayLockKey is the advisory lock key (pg_advisory_xact_lock's bigint)
+// that the relay holds while it assigns seq: what on-call looks for in
+// pg_locks when the stream stalls (docs/operations.md), and what the tests
+// that freeze or imitate a holder take.
+const RelayLockKey int64 = 0x1_4E5E_47_E7E7
 
 // StockEventsPublish is one relay tick. Writers insert events without seq,
 // in their own transactions, which commit in any order; this assigns seq to
@@ -36,9 +43,13 @@ const relayLock = 0x1_4E5E_47_E7E7
 // It returns how many events it published; 0 when another instance's relay
 // holds the lock.
 func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) {
-	n, _, err := s.StockEventsRelay(ctx, limit)
+	n, _, err := s.StockEventsRelay(ctx, limit, DefaultRelayTimeout)
 	return n, err
 }
+
+// DefaultRelayTimeout is StockEventsRelay's bound when the caller has no
+// setting of its own (INVENTORY_EVENTS_RELAY_TIMEOUT's default).
+const DefaultRelayTimeout = 5 * time.Second
 
 // StockEventsRelay is StockEventsPublish that also returns the head after
 // it: Seq the newest seq (the payload of the NOTIFY it sent, by which a
@@ -46,7 +57,24 @@ func (s *Store) StockEventsPublish(ctx context.Context, limit int) (int, error) 
 // every waiting event, CaughtUp the instant before it began, by which every
 // change was published through Seq. A zero head: another relay held the
 // lock.
-func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, head domain.StockHead, err error) {
+//
+// The lock lives as long as the transaction, and the transaction as long as
+// the client that runs it lets it: an instance frozen inside it (SIGSTOP, a
+// long GC pause, a hung VM) kept it, and with it every instance's relay,
+// for as long as it stayed frozen, while every /readyz said 200. So the
+// transaction carries its own bounds, set for it alone (SET LOCAL, which a
+// transaction pooler keeps within the transaction): each statement and each
+// lock wait at most timeout, and each pause between statements at most
+// timeout, after which PostgreSQL ends the session
+// (idle_in_transaction_session_timeout), the transaction rolls back (the
+// seqs it assigned were never visible) and the lock is free for another
+// instance. The relay's statements take milliseconds, so a healthy relay
+// never comes near it.
+func (s *Store) StockEventsRelay(ctx context.Context, limit int, timeout time.Duration) (n int, head domain.StockHead, err error) {
+	if timeout <= 0 {
+		timeout = DefaultRelayTimeout
+	}
+	bound := strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
 	started := time.Now()
 	// READ COMMITTED explicitly, whatever the server default: each statement
 	// must take its snapshot after the lock is held, so the head it reads is
@@ -66,9 +94,17 @@ func (s *Store) StockEventsRelay(ctx context.Context, limit int) (n int, head do
 		// each tick then compiled its plans with LLVM (inlining and
 		// optimization included), 0.3-1.5 s per statement under load, and
 		// that, not the batch, was the relay's lag. So JIT is off here too.
+		//
+		// The bounds are set in the statement that takes the lock, so no
+		// pause of this transaction while it holds the lock is unbounded
+		// (the statement itself does not wait: a try-lock).
 		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1), set_config('enable_seqscan', 'off', true) IS NOT NULL, set_config('jit', 'off', true) IS NOT NULL`,
-			int64(relayLock)).Scan(&locked, new(bool), new(bool)); err != nil || !locked {
+		if err := tx.QueryRow(ctx, `
+			SELECT pg_try_advisory_xact_lock($1),
+			       set_config('enable_seqscan', 'off', true) IS NOT NULL, set_config('jit', 'off', true) IS NOT NULL,
+			       set_config('idle_in_transaction_session_timeout', $2, true) IS NOT NULL,
+			       set_config('statement_timeout', $2, true) IS NOT NULL, set_config('lock_timeout', $2, true) IS NOT NULL`,
+			int64(relayLock), bound).Scan(&locked, new(bool), new(bool), new(bool), new(bool), new(bool)); err != nil || !locked {
 			return err
 		}
 		var base int64
