@@ -261,7 +261,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 	}
 	// A budget of 0 is no limit.
-	cfg.MaxConnsPerIP = 256
+	cfg.MaxConnsPerIP = 1024
 	if v := getenv("INVENTORY_MAX_CONNS_PER_IP"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 0 {

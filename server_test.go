@@ -233,14 +233,18 @@ func postTo(url, authorization, contentType string, body []byte) (gqlResponse, e
 	return out, nil
 }
 
-// gqlTo POSTs one operation as bearer token to the instance at url, from any
-// goroutine.
+// gqlTo POSTs one operation as bearer token (none: anonymous) to the
+// instance at url, from any goroutine.
 func gqlTo(url, token, query string, vars map[string]any) (gqlResponse, error) {
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
 		return gqlResponse{}, err
 	}
-	return postTo(url, "Bearer "+token, "application/json", body)
+	authorization := ""
+	if token != "" {
+		authorization = "Bearer " + token
+	}
+	return postTo(url, authorization, "application/json", body)
 }
 
 // mustData fails the test on any GraphQL error and decodes data[field] into v.
