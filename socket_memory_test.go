@@ -41,7 +41,7 @@ func TestIdleSocketCost(t *testing.T) {
 	bs := setupBinary(t, map[string]string{
 		// 1,500 sockets from one address: past the per-address connection
 		// bound (TestConnectionsPerAddressAreBounded), which is not measured here.
-		"INVENTORY_MAX_CONNS_PER_IP": "0",
+		"INVENTORY_MAX_CONNS_PER_IP":             "0",
 		"INVENTORY_PPROF_ADDR":                   pprofAddr, // to collect garbage before each measure
 		"INVENTORY_MAX_SUBSCRIPTIONS_PER_CALLER": "1000000",
 		"INVENTORY_RATE_LIMIT_ANONYMOUS_READS":   "1000000000", // each handshake is one
