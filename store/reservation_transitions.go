@@ -311,11 +311,14 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 		dbReason = &r
 	}
 	cause := strings.ToLower(string(status))
-	// One statement: the status, the ledger rows and the codes.
+	// One statement: the status, the ledger rows and the codes. An expired
+	// hold ends at its deadline at the earliest: the transaction that found
+	// it due may have started (now()) a moment before the deadline.
 	var closed int
 	err := tx.QueryRow(ctx, `
 		WITH r AS (
-			UPDATE reservations SET status = $2, release_reason = $3, ended_at = now(), updated_at = now()
+			UPDATE reservations SET status = $2, release_reason = $3, updated_at = now(),
+			       ended_at = CASE WHEN $2 = 'expired' THEN greatest(now(), expires_at) ELSE now() END
 			WHERE id = ANY($1::uuid[]) AND status = 'held'
 			RETURNING id
 		), ledger AS (
