@@ -62,3 +62,7 @@ const OfferStatement = offerStatement
 // whether anyone waiting may fit ($1 SKU ids, $2 location ids, $3
 // reservation ids freed). Tests only.
 const ScopeStatement = scopeStatement
+
+// CheckoutLockSpace is the first key of checkouts' advisory locks, for tests
+// that hold one as a concurrent reserve would. Tests only.
+const CheckoutLockSpace = checkoutLockSpace
