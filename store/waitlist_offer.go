@@ -44,7 +44,9 @@ func freedAt(keys ...balanceKey) freed {
 //     after its statement's snapshot: scopeStatement then locks what is
 //     missing with NOWAIT, and if another transaction has a row, the
 //     freeing transaction runs again (errOfferBusy), when its lock
-//     statement sees the entry;
+//     statement sees the entry (a code import, which cannot run again,
+//     fails instead: it locks the balances just before it adds the codes,
+//     so the window is that of one statement);
 //   - an entry joined with a checkout token is offered only within its
 //     checkout's caps, which are exact only under the checkout's lock (its
 //     reserves and joins count under it). Taken after the balances, a
