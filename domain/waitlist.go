@@ -53,6 +53,10 @@ type WaitlistEntry struct {
 	ReservationID *string
 	// OfferTTLSeconds is the TTL of the hold it is offered.
 	OfferTTLSeconds int
+	// SkippedReason says why units that came back and fitted it went to
+	// entries behind it instead: its checkout was at a fair-use cap (an
+	// offer is a hold). Nil if that never happened, and once it is offered.
+	SkippedReason *string
 }
 
 // JoinWaitlistInput asks to wait in line. (CheckoutID, RequestKey) names it:
@@ -136,6 +140,30 @@ func (f *FairUse) CheckWaitlistEntries(live int) error {
 	}
 	return &Error{Code: CodeLimitExceeded, Field: []string{"input", "checkoutId"},
 		Message: fmt.Sprintf("a checkout may wait in at most %d lines at once (INVENTORY_CHECKOUT_MAX_LIVE_HOLDS); leave one first", f.MaxLiveHolds)}
+}
+
+// Why units went past an entry they fitted (WaitlistEntry.SkippedReason,
+// as stored): an offer is a hold, and it would have taken the entry's
+// checkout past the fair-use cap its join recorded.
+const (
+	SkippedLiveHolds   = "live_holds"    // FairUse.MaxLiveHolds
+	SkippedUnitsPerSKU = "units_per_sku" // FairUse.MaxUnitsPerSKU
+)
+
+// WaitlistSkipReason is what an entry says, for the shopper, about the cap
+// that passed it over (skipped, as stored), whose value was limit: which
+// setting, and that it keeps its place. "" for no (or an unknown) reason.
+func WaitlistSkipReason(skipped string, limit int, sku string) string {
+	const tail = "; the entry keeps its place in line and is offered when units come back while its checkout is within its caps"
+	switch skipped {
+	case SkippedLiveHolds:
+		return fmt.Sprintf("units came back and went to the entries behind it: an offer is a hold, and this checkout had %d live holds, "+
+			"the most it may have (INVENTORY_CHECKOUT_MAX_LIVE_HOLDS)"+tail, limit)
+	case SkippedUnitsPerSKU:
+		return fmt.Sprintf("units came back and went to the entries behind it: an offer is a hold, and with it this checkout would hold "+
+			"more than %d units of %s (INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU)"+tail, limit, sku)
+	}
+	return ""
 }
 
 // IsWaitlistOfferKey reports whether a requestKey is reserved for the holds

@@ -280,17 +280,18 @@ type ComplexityRoot struct {
 	}
 
 	WaitlistEntry struct {
-		CheckoutID  func(childComplexity int) int
-		ExpiresAt   func(childComplexity int) int
-		ID          func(childComplexity int) int
-		JoinedAt    func(childComplexity int) int
-		Location    func(childComplexity int) int
-		Position    func(childComplexity int) int
-		Quantity    func(childComplexity int) int
-		RequestKey  func(childComplexity int) int
-		Reservation func(childComplexity int) int
-		SKU         func(childComplexity int) int
-		Status      func(childComplexity int) int
+		CheckoutID    func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		JoinedAt      func(childComplexity int) int
+		Location      func(childComplexity int) int
+		Position      func(childComplexity int) int
+		Quantity      func(childComplexity int) int
+		RequestKey    func(childComplexity int) int
+		Reservation   func(childComplexity int) int
+		SKU           func(childComplexity int) int
+		SkippedReason func(childComplexity int) int
+		Status        func(childComplexity int) int
 	}
 
 	WaitlistLine struct {
@@ -1620,6 +1621,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WaitlistEntry.SKU(childComplexity), true
+	case "WaitlistEntry.skippedReason":
+		if e.ComplexityRoot.WaitlistEntry.SkippedReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistEntry.SkippedReason(childComplexity), true
 	case "WaitlistEntry.status":
 		if e.ComplexityRoot.WaitlistEntry.Status == nil {
 			break
@@ -2104,6 +2111,13 @@ type WaitlistEntry {
   expiresAt: Time!
   "The HELD reservation it was offered, once OFFERED (owner checkout, service or admin): pay within its expiresAt."
   reservation: Reservation
+  """
+  While WAITING: why units that came back and fitted it went to the entries behind it instead — an offer is a hold,
+  and its checkout (joined with a checkout token) was at a fair-use cap, named with its setting
+  (INVENTORY_CHECKOUT_MAX_LIVE_HOLDS, INVENTORY_CHECKOUT_MAX_UNITS_PER_SKU). It keeps its place and is offered once
+  its checkout is within its caps when units come back. Null if it was never passed over, and once OFFERED.
+  """
+  skippedReason: String
 }
 
 type Query {
@@ -3079,6 +3093,8 @@ func (ec *executionContext) childFields_WaitlistEntry(ctx context.Context, field
 		return ec.fieldContext_WaitlistEntry_expiresAt(ctx, field)
 	case "reservation":
 		return ec.fieldContext_WaitlistEntry_reservation(ctx, field)
+	case "skippedReason":
+		return ec.fieldContext_WaitlistEntry_skippedReason(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WaitlistEntry", field.Name)
 }
@@ -8899,6 +8915,29 @@ func (ec *executionContext) fieldContext_WaitlistEntry_reservation(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _WaitlistEntry_skippedReason(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistEntry_skippedReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SkippedReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistEntry_skippedReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistEntry", field, false, false, "String")
+}
+
 func (ec *executionContext) _WaitlistLine_sku(ctx context.Context, field graphql.CollectedField, obj *domain.WaitlistLine) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13677,6 +13716,11 @@ func (ec *executionContext) _WaitlistEntry(ctx context.Context, sel ast.Selectio
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WaitlistEntry_reservation(ctx, field, obj)
 				})
+		case "skippedReason":
+			out.Values[i] = ec._WaitlistEntry_skippedReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

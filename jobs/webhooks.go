@@ -196,16 +196,19 @@ type reservationData struct {
 
 // waitlistOfferedData is the data of a waitlist.offered delivery: the entry,
 // its checkout, and the HELD reservation it was handed (Quantity units of
-// SKU at Location, the offer's balance).
+// SKU; Location is the balance of the event it is delivered at, and Lines
+// what it holds at each location: more than one for an entry without a
+// location, whose units were sourced as a reserve would source them).
 type waitlistOfferedData struct {
-	Seq           int64     `json:"seq"`
-	EntryID       string    `json:"entryId"`
-	CheckoutID    string    `json:"checkoutId"`
-	ReservationID string    `json:"reservationId"`
-	SKU           string    `json:"sku"`
-	Location      string    `json:"location"`
-	Quantity      int       `json:"quantity"`
-	At            time.Time `json:"at"`
+	Seq           int64                    `json:"seq"`
+	EntryID       string                   `json:"entryId"`
+	CheckoutID    string                   `json:"checkoutId"`
+	ReservationID string                   `json:"reservationId"`
+	SKU           string                   `json:"sku"`
+	Location      string                   `json:"location"`
+	Quantity      int                      `json:"quantity"`
+	Lines         []store.WebhookOfferLine `json:"lines"`
+	At            time.Time                `json:"at"`
 }
 
 func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
@@ -271,7 +274,7 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 		add(domain.TopicPreorderAllocated, changedData(e))
 	}
 	if o := e.Offer; o != nil && e.ReservationID != nil {
-		add(domain.TopicWaitlistOffered, waitlistOfferedData{e.Seq, o.EntryID, o.CheckoutID, *e.ReservationID, e.SKU, e.Location, o.Quantity, e.At.UTC()})
+		add(domain.TopicWaitlistOffered, waitlistOfferedData{e.Seq, o.EntryID, o.CheckoutID, *e.ReservationID, e.SKU, e.Location, o.Quantity, o.Lines, e.At.UTC()})
 	}
 	return out
 }

@@ -139,3 +139,120 @@ func TestWebhookWaitlistOfferedPerOffer(t *testing.T) {
 		t.Fatalf("the endpoint for X got %d deliveries", n)
 	}
 }
+
+// An entry without a location for 3 units is offered 2 at the location
+// first in sourcing order and 1 at the second (two RESERVED events, one per
+// balance): the waitlist.offered endpoint gets one delivery for the offer,
+// at its first event, with both lines; an endpoint filtered to the second
+// location gets one too, at the event it sees, with the same lines.
+func TestWebhookWaitlistOfferedOncePerSplitOffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Store.WebhookAllowPrivate = true
+	for i, loc := range []string{"FIRST", "SECOND"} {
+		if _, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: loc, Name: loc, Priority: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Catalog(t, domain.KindQuantity, []string{"S"})
+	rcv, second := testkit.NewWebhookReceiver(t), testkit.NewWebhookReceiver(t)
+	created, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: rcv.URL, Topics: []domain.WebhookTopic{domain.TopicWaitlistOffered}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.WebhookCreate(b.Ctx, domain.CreateWebhookInput{URL: second.URL, Topics: []domain.WebhookTopic{domain.TopicWaitlistOffered}, Locations: []string{"SECOND"}}); err != nil {
+		t.Fatal(err)
+	}
+	var holds []domain.Reservation
+	for _, loc := range []string{"FIRST", "SECOND"} {
+		if _, err := b.Store.StockReceive(b.Ctx, domain.ReceiveStockInput{SKU: "S", Location: loc, Quantity: 2, Reference: "r-" + loc}); err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, b.reserve(t, "all-"+loc, "S", loc, 2, 600))
+	}
+	e, _, err := b.Store.WaitlistJoin(b.Ctx, domain.JoinWaitlistInput{CheckoutID: "wait", RequestKey: "k", SKU: "S", Quantity: 3, TTLSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range holds {
+		if _, err := b.Store.ReservationRelease(b.Ctx, domain.Scope{}, domain.ReleaseInput{ID: h.ID, Reason: domain.ReasonOther}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.Store.WaitlistEntryGet(b.Ctx, domain.Scope{}, e.ID)
+	if err != nil || got.Status != domain.WaitlistOffered {
+		t.Fatalf("entry: %+v %v", got, err)
+	}
+	if _, err := b.Store.StockEventsPublish(b.Ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	events := b.Published(t, 0)
+	head := events[len(events)-1].Seq
+	var offerEvents []int64
+	for _, ev := range events {
+		if ev.Cause == domain.CauseReserved && ev.ReservationID != nil && *ev.ReservationID == *got.ReservationID {
+			offerEvents = append(offerEvents, ev.Seq)
+		}
+	}
+	if len(offerEvents) != 2 {
+		t.Fatalf("the offer has %d RESERVED events, want one per location", len(offerEvents))
+	}
+
+	cfg := b.config()
+	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
+	b.startClient(t, cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, err := b.Store.WebhookList(b.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, w := range list {
+			done = done && w.CursorSeq == head
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursors %+v after 20s, head %d", list, head)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	type line struct {
+		Location string
+		Quantity int
+	}
+	wantLines := []line{{"FIRST", 2}, {"SECOND", 1}}
+	for _, c := range []struct {
+		name string
+		rcv  *testkit.WebhookReceiver
+		seq  int64
+		loc  string
+	}{{"unfiltered", rcv, offerEvents[0], "FIRST"}, {"SECOND only", second, offerEvents[1], "SECOND"}} {
+		reqs := c.rcv.Requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%s endpoint: %d deliveries for one offer, want 1", c.name, len(reqs))
+		}
+		var body struct {
+			Type string
+			Data struct {
+				Seq                              int64
+				EntryID, ReservationID, Location string
+				Quantity                         int
+				Lines                            []line
+			}
+		}
+		if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		d := body.Data
+		if body.Type != "waitlist.offered" || d.Seq != c.seq || d.EntryID != e.ID || d.ReservationID != *got.ReservationID ||
+			d.Location != c.loc || d.Quantity != 3 || !slices.Equal(d.Lines, wantLines) {
+			t.Fatalf("%s endpoint: %s", c.name, reqs[0].Body)
+		}
+	}
+	if err := webhooks.Verify(created.Secret, rcv.Requests()[0].ID, rcv.Requests()[0].Timestamp, rcv.Requests()[0].Body, rcv.Requests()[0].Signature, time.Now(), webhooks.DefaultTolerance); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,6 +14,11 @@ import (
 // a hash of the checkout id; a collision only serializes two checkouts).
 const checkoutLockSpace = 0x1f8a
 
+// lockCheckoutsStatement takes the locks of checkouts $1 ($2 is
+// checkoutLockSpace), waiting for them, in the one order every transaction
+// that waits for several takes them in.
+const lockCheckoutsStatement = `SELECT count(pg_advisory_xact_lock($2, hashtext(c))) FROM (SELECT c FROM unnest($1::text[]) AS c ORDER BY c) o`
+
 // checkoutUsage is what a checkout's live holds hold.
 type checkoutUsage struct {
 	holds int
@@ -64,8 +69,7 @@ func queueCheckoutUsage(b *pgx.Batch, checkouts []string) map[string]*checkoutUs
 	for _, c := range checkouts {
 		usage[c] = &checkoutUsage{units: map[int64]int{}}
 	}
-	b.Queue(`SELECT count(pg_advisory_xact_lock($2, hashtext(c))) FROM (SELECT c FROM unnest($1::text[]) AS c ORDER BY c) o`,
-		checkouts, checkoutLockSpace)
+	b.Queue(lockCheckoutsStatement, checkouts, checkoutLockSpace)
 	// The checkouts' live holds and their lines: the statement is the
 	// function's (migration 00019), planned once per server connection.
 	b.Queue(`SELECT * FROM inventory_checkout_holds($1::text[])`, checkouts).

@@ -98,6 +98,11 @@ func (s *Store) CodesImport(ctx context.Context, in domain.ImportCodesInput, lin
 		batch.Inserted = int(tag.RowsAffected())
 		batch.Duplicates = int(staged) - batch.Inserted
 		if batch.Inserted > 0 {
+			// The balance, with the others of its SKU if the new codes may
+			// go to an entry without a location (see lockLineStatement).
+			if err := lockLine(ctx, tx, k); err != nil {
+				return err
+			}
 			b, err := applyMovement(ctx, tx, k, movement{onHand: batch.Inserted, cause: "imported", reference: "batch " + in.BatchRef})
 			if err != nil {
 				return err

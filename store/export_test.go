@@ -53,6 +53,16 @@ func (s *Store) ConfirmBatchInOrder(ctx context.Context, ins []domain.ConfirmInp
 }
 
 // OfferStatement is the statement every freeing path runs to offer units to
-// waiting entries ($1 SKU ids, $2 location ids, $3 reservation ids, $4 the
-// actor), for tests that look at its plan. Tests only.
+// waiting entries ($1 SKU ids, $2 location ids of the balances it offers
+// from, $3 the actor, $4 the checkouts locked, $5 those that could not be),
+// for tests that look at its plan. Tests only.
 const OfferStatement = offerStatement
+
+// ScopeStatement is the statement every freeing path runs first, to ask
+// whether anyone waiting may fit ($1 SKU ids, $2 location ids, $3
+// reservation ids freed). Tests only.
+const ScopeStatement = scopeStatement
+
+// CheckoutLockSpace is the first key of checkouts' advisory locks, for tests
+// that hold one as a concurrent reserve would. Tests only.
+const CheckoutLockSpace = checkoutLockSpace

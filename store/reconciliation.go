@@ -131,10 +131,15 @@ var holdIssueDetail = map[string]string{
 
 // waitlistCheck reports waitlist entries out of step with the stock: an
 // OFFERED entry whose reservation is not its own (for its checkout, under
-// its offer key, one line of its quantity), and a waiting entry that fits
-// what is free on a balance it waits on — every freeing path offers before
-// it commits, and a join is refused while enough is free, so units free and
-// owed to the line at once mean a path that frees without offering.
+// its offer key, of its quantity: one line at its location, or, for an
+// entry without one, lines of the SKU at distinct locations), and a waiting
+// entry that fits what is free where it waits (on a balance it waits on,
+// or, without a location, summed over the SKU's balances) — every freeing path offers before it commits,
+// and a join is refused while enough is free, so units free and owed to the
+// line at once mean a path that frees without offering. An entry passed
+// over for its checkout's fair-use caps (skipped_reason) may wait beside
+// free units: they went on to others, and are a plain reserve's until
+// units come back again.
 const waitlistCheck = `
 	SELECT 'waitlist_offer_mismatch', s.code, l.code,
 	       'entry ' || w.id || ' is offered reservation ' || coalesce(w.reservation_id::text, 'none') || ', which is not a hold of its quantity for its checkout'
@@ -144,8 +149,10 @@ const waitlistCheck = `
 	LEFT JOIN reservations r ON r.id = w.reservation_id
 	WHERE w.status = 'offered'
 	  AND (r.id IS NULL OR r.checkout_id <> w.checkout_id OR r.request_key <> 'waitlist:' || w.id
-	       OR (SELECT count(*) FROM reservation_lines rl WHERE rl.reservation_id = r.id AND rl.sku_id = w.sku_id AND rl.quantity = w.quantity) <> 1
-	       OR (SELECT count(*) FROM reservation_lines rl WHERE rl.reservation_id = r.id) <> 1)
+	       OR (SELECT coalesce(sum(rl.quantity), 0) FROM reservation_lines rl WHERE rl.reservation_id = r.id) <> w.quantity
+	       OR EXISTS (SELECT FROM reservation_lines rl WHERE rl.reservation_id = r.id
+	                  AND (rl.sku_id <> w.sku_id OR rl.location_id <> coalesce(w.location_id, rl.location_id)))
+	       OR (SELECT count(*) - count(DISTINCT rl.location_id) FROM reservation_lines rl WHERE rl.reservation_id = r.id) <> 0)
 	UNION ALL
 	SELECT 'waitlist_fits_free', s.code, l.code,
 	       'entry ' || w.id || ' waits for ' || w.quantity || ' while ' || (b.on_hand - b.reserved) || ' are free here'
@@ -153,5 +160,13 @@ const waitlistCheck = `
 	JOIN balances b ON b.sku_id = w.sku_id AND (w.location_id IS NULL OR b.location_id = w.location_id)
 	JOIN skus s ON s.id = b.sku_id
 	JOIN locations l ON l.id = b.location_id
-	WHERE w.status = 'waiting' AND w.expires_at > now() AND b.on_hand - b.reserved >= w.quantity
+	WHERE w.status = 'waiting' AND w.expires_at > now() AND w.skipped_reason IS NULL AND b.on_hand - b.reserved >= w.quantity
+	UNION ALL
+	SELECT 'waitlist_fits_free', s.code, NULL,
+	       'entry ' || w.id || ' waits for ' || w.quantity || ' at any location while ' || f.free || ' are free across locations'
+	FROM waitlist_entries w
+	JOIN skus s ON s.id = w.sku_id
+	CROSS JOIN LATERAL (SELECT coalesce(sum(greatest(b.on_hand - b.reserved, 0)), 0) AS free FROM balances b WHERE b.sku_id = w.sku_id) f
+	WHERE w.status = 'waiting' AND w.location_id IS NULL AND w.expires_at > now() AND w.skipped_reason IS NULL AND f.free >= w.quantity
+	  AND NOT EXISTS (SELECT FROM balances b WHERE b.sku_id = w.sku_id AND b.on_hand - b.reserved >= w.quantity)
 	ORDER BY 2, 3, 1, 4`

@@ -140,7 +140,7 @@ func (s *Store) transition(ctx context.Context, scope domain.Scope, id string, d
 		}
 		if ended != domain.StatusConfirmed {
 			// Released (or expired): the units go to the line first.
-			return s.settleAndOffer(ctx, tx, []string{id}, ended, balancesOf(res) == 1)
+			return s.settleAndOffer(ctx, tx, []string{id}, ended)
 		}
 		if err := settleHolds(ctx, tx, []string{id}, ended, balancesOf(res) == 1); err != nil {
 			return err
@@ -296,7 +296,7 @@ func (s *Store) endHolds(ctx context.Context, tx pgx.Tx, ids []string, status do
 	if status == domain.StatusConfirmed {
 		return settleHolds(ctx, tx, ids, status, false)
 	}
-	return s.settleAndOffer(ctx, tx, ids, status, false)
+	return s.settleAndOffer(ctx, tx, ids, status)
 }
 
 // closeHolds does everything of ending held reservations that touches no
@@ -376,23 +376,22 @@ func settleHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Res
 
 // settleAndOffer is settleHolds for holds that gave their units back
 // (released or expired), followed by the offer of those units to the
-// balances' waiting entries (offerFreed). Whether anyone waiting fits is
-// asked in the settling statement's round trip, so with nobody to offer to
-// (the usual case) a release costs no extra round trip while the balance
-// rows are locked.
-func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus, oneBalance bool) error {
-	if err := lockHeldBalances(ctx, tx, ids, oneBalance); err != nil {
-		return err
-	}
-	f := freed{reservationIDs: ids}
+// balances' waiting entries (offerFreed). The balances are locked in order
+// with, for a SKU with an entry without a location waiting, all its other
+// balances (lockFreedStatement: the offer may source from them), and
+// whether anyone waiting fits is asked, all in the settling statement's
+// round trip, so with nobody to offer to (the usual case) a release costs
+// one round trip while the balance rows are locked.
+func (s *Store) settleAndOffer(ctx context.Context, tx pgx.Tx, ids []string, status domain.ReservationStatus) error {
 	b := &pgx.Batch{}
+	b.Queue(lockFreedStatement, ids)
 	s.queueExpiredOffers(tx, b, ids, status)
 	b.Queue(settleStatement, ids, false, strings.ToLower(string(status)))
-	fits := queueFitCheck(b, f)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || !*fits {
+	sc := queueScope(b, freed{reservationIDs: ids})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !sc.fits {
 		return err
 	}
-	_, err := s.offerNow(ctx, tx, f)
+	_, err := s.offerNow(ctx, tx, sc)
 	return err
 }
 

@@ -64,6 +64,11 @@ func (s *Store) balanceChange(ctx context.Context, sku, location string, quantit
 		if quantityOnly && k.kind != domain.KindQuantity {
 			return codesNeedImport(sku)
 		}
+		// The balance first, with the others of its SKU if units it frees
+		// may go to an entry without a location (see lockLineStatement).
+		if err := lockLine(ctx, tx, k); err != nil {
+			return err
+		}
 		out, err = change(tx, k)
 		return err
 	})

@@ -130,7 +130,10 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 	})
 
 	// Make sure every balance that may change has a row, then lock them all
-	// in the one global order and read them under the locks.
+	// in the one global order and read them under the locks — with every
+	// other balance of a SKU that has an entry without a location waiting:
+	// units that arrive may be offered to it from all of them (see
+	// lockLineStatement).
 	var newSKUs, newLocs, allSKUs, allLocs []int64
 	for _, p := range pairs {
 		allSKUs, allLocs = append(allSKUs, p.skuID), append(allLocs, p.locationID)
@@ -151,7 +154,10 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 	if len(pairs) > 0 {
 		rows, err := tx.Query(ctx, `
 			SELECT b.sku_id, b.location_id, b.on_hand, b.reserved, b.preordered
-			FROM balances b JOIN unnest($1::bigint[], $2::bigint[]) AS u(s, l) ON b.sku_id = u.s AND b.location_id = u.l
+			FROM balances b
+			WHERE b.sku_id = ANY($1::bigint[])
+			  AND ((b.sku_id, b.location_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+			       OR EXISTS (SELECT FROM waitlist_entries w WHERE w.sku_id = b.sku_id AND w.status = 'waiting' AND w.location_id IS NULL))
 			ORDER BY b.sku_id, b.location_id
 			FOR NO KEY UPDATE OF b`, allSKUs, allLocs)
 		if err != nil {

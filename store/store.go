@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,12 +93,32 @@ func (s *Store) inBatch(kind string, requests int) {
 // serialization failure (40001) rolls back and runs fn again, with jittered
 // backoff, at most maxAttempts times: fn must therefore be safe to repeat, which
 // it is because it only talks to the database through tx.
+//
+// So does an offer that needed a lock another transaction held
+// (errOfferBusy, waitlist_offer.go): the next attempt takes the checkouts'
+// locks it names first, before fn locks any row, in the order every
+// reserve takes them (queueCheckoutUsage), so it waits for their holders
+// instead of finding them taken again.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var err error
+	var checkouts []string
 	for attempt := 1; ; attempt++ {
 		var cur pgx.Tx
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { cur = tx; s.afterCommit.Store(tx, &commitReports{}); return fn(tx) })
+		run := &commitReports{checkouts: checkouts, final: attempt >= s.maxAttempts}
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			cur = tx
+			s.afterCommit.Store(tx, run)
+			if len(checkouts) > 0 {
+				if _, err := tx.Exec(ctx, lockCheckoutsStatement, checkouts, checkoutLockSpace); err != nil {
+					return err
+				}
+			}
+			return fn(tx)
+		})
 		s.reportCommitted(cur, err == nil) // what fn counted, once it committed (waitlist_stats.go)
+		if more, ok := isOfferBusy(err); ok {
+			checkouts = slices.Compact(slices.Sorted(slices.Values(append(checkouts, more...))))
+		}
 		if err == nil || !retryable(err) || attempt >= s.maxAttempts {
 			return err
 		}
@@ -129,6 +150,9 @@ func pgCode(err error) string {
 }
 
 func retryable(err error) bool {
+	if _, ok := isOfferBusy(err); ok {
+		return true
+	}
 	c := pgCode(err)
 	return c == pgDeadlock || c == pgSerializationFailure
 }

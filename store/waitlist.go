@@ -26,9 +26,12 @@ var _ domain.Waitlists = (*Store)(nil)
 //     transaction (a replay, or IDEMPOTENCY_KEY_REUSED for other inputs), as
 //     ReservationCreate does; the partial unique index on waiting entries
 //     refuses a second live entry for the checkout and SKU (ALREADY_EXISTS);
-//     the entry's expiry job goes in with it (Store.Expiry);
+//     the entry's expiry job goes in with it (Store.Expiry), and, for a
+//     checkout token, the caps its offer will be bound by (an offer is a
+//     hold: see offerStatement);
 //  3. for a checkout token, lock the checkout (the lock its reserves take,
-//     lockCheckoutUsage) and check its fair-use limits;
+//     lockCheckoutUsage) and check its fair-use limits
+//     (checkWaitlistFairUse);
 //  4. lock the balance row(s) the entry waits on, in (sku, location) order,
 //     and refuse (INVALID_INPUT, with the available count) if enough is free
 //     now: reserve it instead.
@@ -57,11 +60,19 @@ func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (
 		}
 		var id string
 		var expiresAt time.Time
+		// The caps that bind its offer, recorded: the offer is made by
+		// whatever transaction frees units, with no token in sight.
+		var maxHolds, maxUnits *int
+		if in.Limits != nil {
+			maxHolds, maxUnits = &in.Limits.MaxLiveHolds, &in.Limits.MaxUnitsPerSKU
+		}
 		err = tx.QueryRow(ctx, `
-			INSERT INTO waitlist_entries (checkout_id, request_key, fingerprint, sku_id, location_id, quantity, offer_ttl_seconds, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + make_interval(secs => $8))
+			INSERT INTO waitlist_entries (checkout_id, request_key, fingerprint, sku_id, location_id, quantity, offer_ttl_seconds, expires_at,
+			                              max_live_holds, max_units_per_sku)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + make_interval(secs => $8), $9, $10)
 			ON CONFLICT (checkout_id, request_key) DO NOTHING
-			RETURNING id, expires_at`, in.CheckoutID, in.RequestKey, fp, skuID, locID, in.Quantity, in.Limits.OfferTTL(), in.TTLSeconds).Scan(&id, &expiresAt)
+			RETURNING id, expires_at`, in.CheckoutID, in.RequestKey, fp, skuID, locID, in.Quantity, in.Limits.OfferTTL(), in.TTLSeconds,
+			maxHolds, maxUnits).Scan(&id, &expiresAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errTwinWon
 		}
@@ -137,9 +148,15 @@ func resolveWaitTarget(ctx context.Context, tx pgx.Tx, sku string, location *str
 }
 
 // checkWaitlistFairUse checks a checkout token's entry against its limits,
-// under the checkout's lock: what its live holds hold of the SKU plus the
-// entry's quantity within MaxUnitsPerSKU (the offer would be a hold), and its
-// other waiting entries below MaxLiveHolds.
+// under the checkout's lock: what its live holds (offered ones included)
+// hold of the SKU plus the entry's quantity within MaxUnitsPerSKU (the offer
+// would be a hold), and its other waiting entries below MaxLiveHolds.
+//
+// The checkout's live holds in number do not refuse a join: a checkout at
+// its cap may release one before units come back, and until it has, its
+// entry is passed over, keeping its place (offerStatement). Every entry
+// counts below MaxLiveHolds, so a checkout can never wait for more offers
+// than the holds it may have.
 func checkWaitlistFairUse(ctx context.Context, tx pgx.Tx, in domain.JoinWaitlistInput, skuID int64, id string) error {
 	usage, _, err := lockCheckoutUsage(ctx, tx, []string{in.CheckoutID}, nil)
 	if err != nil {
@@ -281,10 +298,11 @@ func loadEntry(ctx context.Context, q querier, id string) (domain.WaitlistEntry,
 	var e domain.WaitlistEntry
 	var status string
 	var position *int
+	var skip entrySkip
 	err := q.QueryRow(ctx, `
 		SELECT w.id, w.checkout_id, w.request_key, s.code, l.code, w.quantity,
 		       CASE WHEN w.status = 'waiting' AND w.expires_at <= clock_timestamp() THEN 'expired' ELSE w.status END,
-		       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds,
+		       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds, `+entrySkipColumns+`,
 		       CASE WHEN w.status = 'waiting' AND w.expires_at > clock_timestamp() THEN
 		           (SELECT count(*)::int FROM waitlist_entries o
 		            WHERE o.sku_id = w.sku_id AND o.status = 'waiting' AND o.seq < w.seq AND o.expires_at > clock_timestamp()
@@ -294,8 +312,35 @@ func loadEntry(ctx context.Context, q querier, id string) (domain.WaitlistEntry,
 		JOIN skus s ON s.id = w.sku_id
 		LEFT JOIN locations l ON l.id = w.location_id
 		WHERE w.id = $1`, id).Scan(&e.ID, &e.CheckoutID, &e.RequestKey, &e.SKU, &e.Location, &e.Quantity, &status,
-		&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &position)
+		&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &skip.reason, &skip.maxHolds, &skip.maxUnits, &position)
 	e.Status = domain.WaitlistStatus(strings.ToUpper(status))
 	e.Position = position
+	e.SkippedReason = skip.text(e.SKU)
 	return e, err
+}
+
+// entrySkipColumns are the columns of an entry (w) that entrySkip scans.
+const entrySkipColumns = `w.skipped_reason, w.max_live_holds, w.max_units_per_sku`
+
+// entrySkip is why an entry was passed over, as stored, with the caps its
+// join recorded.
+type entrySkip struct {
+	reason             *string
+	maxHolds, maxUnits *int
+}
+
+// text is the entry's SkippedReason: nil unless it was passed over.
+func (k entrySkip) text(sku string) *string {
+	if k.reason == nil {
+		return nil
+	}
+	limit := k.maxHolds
+	if *k.reason == domain.SkippedUnitsPerSKU {
+		limit = k.maxUnits
+	}
+	if limit == nil {
+		return nil
+	}
+	text := domain.WaitlistSkipReason(*k.reason, *limit, sku)
+	return &text
 }

@@ -40,7 +40,7 @@ func (s *Store) WaitlistEntriesForCheckout(ctx context.Context, checkoutID strin
 		rows, err := tx.Query(ctx, `
 			SELECT w.id, w.checkout_id, w.request_key, s.code, l.code, w.quantity,
 			       CASE WHEN w.status = 'waiting' AND w.expires_at <= clock_timestamp() THEN 'expired' ELSE w.status END,
-			       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds, statement_timestamp()
+			       w.joined_at, w.expires_at, w.reservation_id, w.offer_ttl_seconds, `+entrySkipColumns+`, statement_timestamp()
 			FROM waitlist_entries w
 			JOIN skus s ON s.id = w.sku_id
 			LEFT JOIN locations l ON l.id = w.location_id
@@ -53,11 +53,13 @@ func (s *Store) WaitlistEntriesForCheckout(ctx context.Context, checkoutID strin
 		for rows.Next() {
 			var e domain.WaitlistEntry
 			var status string
+			var skip entrySkip
 			if err := rows.Scan(&e.ID, &e.CheckoutID, &e.RequestKey, &e.SKU, &e.Location, &e.Quantity, &status,
-				&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &at); err != nil {
+				&e.JoinedAt, &e.ExpiresAt, &e.ReservationID, &e.OfferTTLSeconds, &skip.reason, &skip.maxHolds, &skip.maxUnits, &at); err != nil {
 				return err
 			}
 			e.Status = domain.WaitlistStatus(strings.ToUpper(status))
+			e.SkippedReason = skip.text(e.SKU)
 			out = append(out, e)
 		}
 		if err := rows.Err(); err != nil {

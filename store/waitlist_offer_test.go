@@ -332,17 +332,24 @@ func TestWaitlistOfferProbesWhenNothingFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(b.Ctx)
-	var plan []map[string]any
-	if err := tx.QueryRow(b.Ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.OfferStatement,
-		[]int64{skuID}, []int64{locID}, []string{}, "test").Scan(&plan); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, statement string
+		args            []any
+	}{
+		{"scope", store.ScopeStatement, []any{[]int64{skuID}, []int64{locID}, []string{}}},
+		{"offer", store.OfferStatement, []any{[]int64{skuID}, []int64{locID}, "test", []string{}, []string{}}},
+	} {
+		var plan []map[string]any
+		if err := tx.QueryRow(b.Ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+c.statement, c.args...).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		top := plan[0]["Plan"].(map[string]any)
+		blocks := top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64)
+		if blocks > 40 {
+			t.Fatalf("the %s statement read %.0f pages with one unit free that fits none of 10,000 entries, want a probe (at most 40)", c.name, blocks)
+		}
+		t.Logf("%s: %.0f pages", c.name, blocks)
 	}
-	top := plan[0]["Plan"].(map[string]any)
-	blocks := top["Shared Hit Blocks"].(float64) + top["Shared Read Blocks"].(float64)
-	if blocks > 40 {
-		t.Fatalf("the offer statement read %.0f pages with one unit free that fits none of 10,000 entries, want a probe (at most 40)", blocks)
-	}
-	t.Logf("%.0f pages", blocks)
 }
 
 // TestWaitlistSetExpiryOffersManyAtOnce: one set-based expiry of 300 holds

@@ -25,8 +25,15 @@ type WaitlistHooks struct {
 func (s *Store) SetWaitlistHooks(h WaitlistHooks) { s.hooks.Store(&h) }
 
 // commitReports are the reports a transaction made, to be told once it
-// commits. Only its own goroutine appends to them.
-type commitReports struct{ fns []func() }
+// commits, and what its offers need to know of the attempt inTx is making.
+// Only its own goroutine touches them.
+type commitReports struct {
+	fns []func()
+	// checkouts were locked at the start of the attempt (inTx), for offers.
+	checkouts []string
+	// final is the last attempt: an offer cannot ask for another.
+	final bool
+}
 
 // reportAfterCommit runs report once tx commits, if inTx runs tx; a
 // transaction inTx rolls back (and runs again, after a deadlock) drops it,

@@ -265,7 +265,8 @@ type WebhookEvent struct {
 	// LowStockThreshold is the SKU's own stock.low threshold as it is now;
 	// nil: the endpoint's.
 	LowStockThreshold *int
-	// Offer is the waitlist offer a RESERVED event is, nil for any other
+	// Offer is the waitlist offer a RESERVED event is — set on the first of
+	// the offer's events that passes the filters only — nil for any other
 	// event (read only for endpoints with waitlist.offered).
 	Offer *WebhookOffer
 }
@@ -275,6 +276,15 @@ type WebhookOffer struct {
 	EntryID    string
 	CheckoutID string
 	Quantity   int
+	// Lines are the offer's units by location: one for an entry that waits
+	// at a location, one or more (in sourcing order) for one that does not.
+	Lines []WebhookOfferLine
+}
+
+// WebhookOfferLine is what an offer holds at one location.
+type WebhookOfferLine struct {
+	Location string `json:"location"`
+	Quantity int    `json:"quantity"`
 }
 
 // WebhookLine is one balance change of a reservation's transition.
@@ -364,7 +374,7 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			            AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
 			            AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
 			       END AS lines,
-			       o.id, o.checkout_id, o.quantity
+			       o.id, o.checkout_id, o.quantity, o.lines
 			FROM sel e
 			LEFT JOIN LATERAL (
 				-- An offer's reservation has the request key waitlist:<entry
@@ -372,10 +382,20 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 				-- probe each, only for an endpoint that wants the topic
 				-- (offerEntryOf: a client's key from before that prefix was
 				-- reserved is no offer).
-				SELECT w.id::text, w.checkout_id, w.quantity
+				--
+				-- An offer sourced over several locations has a RESERVED
+				-- event per location: it is delivered once, at the first
+				-- of them that passes the filters, with all its lines.
+				SELECT w.id::text, w.checkout_id, w.quantity,
+				       (SELECT json_agg(json_build_object('location', ol.code, 'quantity', rl.quantity) ORDER BY rl.id)
+				        FROM reservation_lines rl JOIN locations ol ON ol.id = rl.location_id WHERE rl.reservation_id = r.id) AS lines
 				FROM reservations r JOIN waitlist_entries w
 				  ON w.id = `+offerEntryOf+` AND w.reservation_id = r.id
 				WHERE $6 AND e.cause = 'reserved' AND r.id = e.reservation_id
+				  AND NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
+				                  WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq < e.seq AND f.cause = 'reserved'
+				                    AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
+				                    AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
 			) o ON true
 			LEFT JOIN LATERAL (
 				SELECT p.on_hand - p.reserved AS available, p.seq FROM stock_events p
@@ -392,10 +412,14 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			var lines []byte
 			var entryID, checkoutID *string
 			var quantity *int
+			var offerLines []byte
 			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.LowStockThreshold,
-				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines, &entryID, &checkoutID, &quantity)
+				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines, &entryID, &checkoutID, &quantity, &offerLines)
 			if err == nil && entryID != nil {
 				e.Offer = &WebhookOffer{EntryID: *entryID, CheckoutID: *checkoutID, Quantity: *quantity}
+				if offerLines != nil {
+					err = json.Unmarshal(offerLines, &e.Offer.Lines)
+				}
 			}
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
 			if err == nil && e.FirstOfReservation && lines != nil {
