@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // longAliasDocument is the issue's 890 KB document: 20 root aliases of
@@ -169,5 +170,71 @@ func TestAnswerCapsRefuseBeforeWriting(t *testing.T) {
 	// A small anonymous answer is still served.
 	if r := s.gql("", `{ availability(skus:["HP"]){ sku available } }`, nil); len(r.Errors) > 0 {
 		t.Fatalf("small anonymous answer: %+v", r.Errors)
+	}
+}
+
+// fragmentDAG is a document of k fragments, each spreading the next twice:
+// about 10 tokens a fragment, and 2^k fields once expanded.
+func fragmentDAG(k int) string {
+	var b strings.Builder
+	b.WriteString("query Q { ...F0 }")
+	for i := range k {
+		fmt.Fprintf(&b, " fragment F%d on Query { ...F%d ...F%d }", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, " fragment F%d on Query { __typename }", k)
+	return b.String()
+}
+
+// introspectionAliases is n aliases of the full introspection of __schema.
+func introspectionAliases(n int) string {
+	var b strings.Builder
+	b.WriteString("query Q {")
+	for i := range n {
+		fmt.Fprintf(&b, " a%d: __schema { ...I }", i)
+	}
+	b.WriteString(` } fragment I on __Schema { types { name kind description fields(includeDeprecated: true) { name description args { name description type { name kind ofType { name kind ofType { name kind } } } defaultValue } type { name kind ofType { name kind ofType { name kind } } } isDeprecated deprecationReason } inputFields { name type { name kind } } enumValues(includeDeprecated: true) { name description } interfaces { name } possibleTypes { name } } directives { name locations args { name } } }`)
+	return b.String()
+}
+
+// TestDocumentExpansionIsBounded is the attacker's review of the answer
+// caps, against the real binary. (1) A document of 30 fragments, each
+// spreading the next twice, is 330 tokens and expands to 2^30 fields: the
+// cost walkers (gqlgen's complexity, the answer estimate) walked every
+// expansion, so k = 26 took 8.7 s of CPU and k = 30 about 140 s, after the
+// client had gone and past the request timeout. (2) 1,400 aliases of a
+// full introspection passed the cost check (gqlgen costs __schema 0, the
+// estimate counted each list as one row) and built a 139 MB answer before
+// its size refused it: RSS 34 MB → 1.8 GB. Now the fields a document
+// expands to are counted once per fragment and bounded by the complexity
+// limit, and introspection lists count the schema's rows: both are refused
+// in milliseconds, and one introspection (GraphiQL's) is still answered.
+func TestDocumentExpansionIsBounded(t *testing.T) {
+	t.Parallel()
+	s := setupBinary(t, map[string]string{"INVENTORY_RATE_LIMIT_ANONYMOUS_READS": "0"})
+	base := s.peakRSS()
+	for _, c := range []struct {
+		name, doc string
+	}{
+		{"30 fragments spreading the next twice", fragmentDAG(30)},
+		{"1,400 aliases of the full introspection", introspectionAliases(1400)},
+		{"60 aliases of the full introspection", introspectionAliases(60)},
+	} {
+		body, _ := json.Marshal(map[string]any{"query": c.doc})
+		start := time.Now()
+		status, size, code, err := answerOf(s.url, "", body)
+		took := time.Since(start)
+		t.Logf("%s (%d KB): HTTP %d, %d bytes, %q in %s", c.name, len(body)>>10, status, size, code, took.Round(time.Millisecond))
+		if err != nil || code != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Errorf("%s: want COMPLEXITY_LIMIT_EXCEEDED, got HTTP %d %q %v", c.name, status, code, err)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s: refused after %s; its cost is checked without expanding it", c.name, took)
+		}
+	}
+	if grew := s.peakRSS() - base; grew > 128<<20 {
+		t.Errorf("peak RSS grew by %d MB", grew>>20)
+	}
+	if r := s.gql("", introspectionAliases(1), nil); len(r.Errors) > 0 {
+		t.Fatalf("one full introspection: %+v", r.Errors)
 	}
 }

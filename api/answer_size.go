@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -42,8 +43,12 @@ func (c AnswerCaps) For(ctx context.Context) int64 {
 // strings) the answer's own size catches after execution (capAnswers),
 // before it is written.
 type answerSize struct {
-	caps   AnswerCaps
-	schema graphql.ExecutableSchema
+	caps AnswerCaps
+	// maxFields bounds the fields a document expands to (fragments
+	// spread in place): the complexity limit, which counts each at least 1.
+	maxFields int64
+	schema    graphql.ExecutableSchema
+	intro     introspectionRows
 }
 
 var (
@@ -57,6 +62,7 @@ func (*answerSize) ExtensionName() string { return "AnswerSize" }
 // Validate keeps the schema, whose complexity functions know each list's rows.
 func (a *answerSize) Validate(es graphql.ExecutableSchema) error {
 	a.schema = es
+	a.intro = introspectionRowsOf(es.Schema())
 	return nil
 }
 
@@ -70,11 +76,14 @@ func (a *answerSize) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 	if op == nil {
 		return nil
 	}
+	if n := expandedFields(op.SelectionSet, map[*ast.FragmentDefinition]int64{}); a.maxFields > 0 && n > a.maxFields {
+		return limitError("this operation expands to %d fields once its fragments are spread, which exceeds the limit of %d (INVENTORY_MAX_COMPLEXITY)", n, a.maxFields)
+	}
 	limit := a.caps.For(ctx)
 	if limit <= 0 {
 		return nil
 	}
-	est := answerEstimate{ctx: ctx, es: a.schema, vars: oc.Variables}
+	est := answerEstimate{ctx: ctx, es: a.schema, vars: oc.Variables, intro: a.intro, fragments: map[*ast.FragmentDefinition]int64{}}
 	if n := est.selectionSet(op.SelectionSet, 0); n > limit {
 		return limitError("the answer to this operation may be %d bytes (each field's name or alias and value, times the rows it repeats over), which exceeds this caller's limit of %d (INVENTORY_MAX_ANSWER_BYTES%s): ask for fewer rows or fields, or use shorter aliases", n, limit, anonymousSuffix(ctx))
 	}
@@ -157,9 +166,11 @@ func checkNames(doc *ast.QueryDocument) *gqlerror.Error {
 // counts one row: the estimate is there for the rows and names the caller
 // controls, the answer's own size (capAnswers) for the rest.
 type answerEstimate struct {
-	ctx  context.Context
-	es   graphql.ExecutableSchema
-	vars map[string]any
+	ctx       context.Context
+	es        graphql.ExecutableSchema
+	vars      map[string]any
+	intro     introspectionRows
+	fragments map[*ast.FragmentDefinition]int64 // each fragment's estimate, once
 }
 
 // estimateCap keeps sums and products far from overflow; anything that
@@ -177,7 +188,16 @@ func (e answerEstimate) selectionSet(ss ast.SelectionSet, depth int) int64 {
 			n += e.field(s, depth)
 		case *ast.FragmentSpread:
 			if s.Definition != nil {
-				n += e.selectionSet(s.Definition.SelectionSet, depth+1)
+				// A fragment's bytes do not depend on where it is spread
+				// (its rows multiply outside it): each is walked once, or
+				// fragments spreading the next twice cost 2^k walks.
+				f, done := e.fragments[s.Definition]
+				if !done {
+					e.fragments[s.Definition] = estimateCap // a cycle (validation refuses them) costs all
+					f = e.selectionSet(s.Definition.SelectionSet, depth+1)
+					e.fragments[s.Definition] = f
+				}
+				n += f
 			}
 		case *ast.InlineFragment:
 			n += e.selectionSet(s.SelectionSet, depth+1)
@@ -187,6 +207,68 @@ func (e answerEstimate) selectionSet(ss ast.SelectionSet, depth int) int64 {
 		}
 	}
 	return n
+}
+
+// expandedFields is how many fields set selects once every fragment is
+// spread in place, each fragment counted once (memo) and multiplied by its
+// spreads: 30 fragments that each spread the next twice are 330 tokens and
+// 2^30 fields. gqlgen's complexity walk expands every spread, so a
+// document past this bound must be refused before it runs.
+func expandedFields(set ast.SelectionSet, memo map[*ast.FragmentDefinition]int64) int64 {
+	var n int64
+	for _, s := range set {
+		switch s := s.(type) {
+		case *ast.Field:
+			n += 1 + expandedFields(s.SelectionSet, memo)
+		case *ast.InlineFragment:
+			n += expandedFields(s.SelectionSet, memo)
+		case *ast.FragmentSpread:
+			if s.Definition == nil {
+				continue
+			}
+			f, done := memo[s.Definition]
+			if !done {
+				memo[s.Definition] = estimateCap // a cycle (validation refuses them) costs all
+				f = expandedFields(s.Definition.SelectionSet, memo)
+				memo[s.Definition] = f
+			}
+			n += f
+		}
+		if n > estimateCap {
+			return estimateCap
+		}
+	}
+	return n
+}
+
+// introspectionRows are the rows an introspection list of this schema has,
+// on average per parent (all of __schema's types; per type its fields, and
+// so on): what one full introspection answers, so that aliases of it are
+// counted, where gqlgen's complexity costs __schema 0 and a list without a
+// row argument counts one row (1,400 aliases built a 139 MB answer).
+type introspectionRows map[string]int64
+
+func introspectionRowsOf(s *ast.Schema) introspectionRows {
+	types := int64(len(s.Types))
+	var fields, args, enums, inputs, ifaces int64
+	for _, t := range s.Types {
+		fields += int64(len(t.Fields))
+		enums += int64(len(t.EnumValues))
+		ifaces += int64(len(t.Interfaces))
+		if t.Kind == ast.InputObject {
+			inputs += int64(len(t.Fields))
+		}
+		for _, f := range t.Fields {
+			args += int64(len(f.Arguments))
+		}
+	}
+	per := func(n, of int64) int64 { return max(1, (n+of-1)/max(of, 1)) }
+	return introspectionRows{
+		"types": types, "directives": int64(len(s.Directives)),
+		"fields": per(fields, types), "inputFields": per(inputs, types), "enumValues": per(enums, types),
+		"interfaces": per(ifaces, types), "possibleTypes": per(ifaces, types),
+		"args": per(args, fields), "locations": 4,
+	}
 }
 
 // field is one field's key and value.
@@ -201,7 +283,9 @@ func (e answerEstimate) field(f *ast.Field, depth int) int64 {
 	}
 	rows := int64(1)
 	if f.ObjectDefinition != nil {
-		if r, ok := e.es.Complexity(e.ctx, f.ObjectDefinition.Name, f.Name, 0, f.ArgumentMap(e.vars)); ok && r > 1 {
+		if strings.HasPrefix(f.ObjectDefinition.Name, "__") {
+			rows = max(rows, e.intro[f.Name])
+		} else if r, ok := e.es.Complexity(e.ctx, f.ObjectDefinition.Name, f.Name, 0, f.ArgumentMap(e.vars)); ok && r > 1 {
 			rows = int64(r)
 		}
 	}

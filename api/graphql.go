@@ -78,8 +78,10 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	// texts for itself.
 	srv.Use(extension.AutomaticPersistedQuery{Cache: docs.texts()})
 	srv.Use(extension.Introspection{})
+	// Before the complexity limit: gqlgen's walk expands every fragment
+	// spread, so a document that expands past it must not reach it.
+	srv.Use(&answerSize{caps: cfg.AnswerCaps, maxFields: int64(cfg.MaxComplexity)})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
-	srv.Use(&answerSize{caps: cfg.AnswerCaps})
 	// After the complexity limit: only what passed it is cached.
 	srv.Use(acceptDocuments{docs})
 	srv.Use(fanout.OperationIDs{})
