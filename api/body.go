@@ -76,6 +76,9 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 				// malformed JSON and wrong shapes first, in words that quote
 				// nothing.
 				params, msg := decodeParams(body)
+				if msg == "" {
+					msg = variablesRefusal(r.Context(), params.variables)
+				}
 				if msg != "" {
 					writeError(w, http.StatusBadRequest, msg)
 					return
@@ -87,6 +90,11 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 				defer done()
 			} else if mediaType == "multipart/form-data" {
 				r = r.WithContext(withWrites(r.Context(), true)) // importCodes
+			} else if r.Method == http.MethodGet {
+				if msg := variablesRefusal(r.Context(), []byte(r.URL.Query().Get("variables"))); msg != "" {
+					writeError(w, http.StatusBadRequest, msg)
+					return
+				}
 			}
 			next.ServeHTTP(w, r)
 		})
@@ -120,8 +128,12 @@ func writeErrorCode(w http.ResponseWriter, status int, code, message string) {
 	})
 }
 
-// requestParams is what the rate limiter needs of a GraphQL request.
-type requestParams struct{ query, operationName string }
+// requestParams is what the rate limiter needs of a GraphQL request, and
+// its variables as sent (variablesRefusal).
+type requestParams struct {
+	query, operationName string
+	variables            []byte
+}
 
 // decodeParams reads a GraphQL JSON request, or says what is wrong with it:
 // not JSON at all, or not its shape (one object; query and operationName
@@ -156,7 +168,7 @@ func decodeParams(body []byte) (requestParams, string) {
 			return requestParams{}, f.name + " must be " + kind
 		}
 	}
-	var p requestParams
+	p := requestParams{variables: params.Variables}
 	// Both are JSON strings when present (checked above): cannot fail.
 	_ = json.Unmarshal(params.Query, &p.query)
 	_ = json.Unmarshal(params.OperationName, &p.operationName)
