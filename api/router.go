@@ -70,7 +70,7 @@ func NewRouter(cfg Config) http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(guard.middleware, budgets.limitRequests)
 		r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		r.Get("/readyz", readyz(cfg.Ready))
+		r.Get("/readyz", readyz(sharedReadiness(cfg.Ready, readinessTTL)))
 		// /metrics on the public listener is for admin keys only; a scraper
 		// without one uses INVENTORY_METRICS_ADDR, a listener of its own.
 		r.With(adminOnly).Handle("/metrics", cfg.Metrics.Handler())
