@@ -85,6 +85,9 @@ type config struct {
 	// TrustedProxies is INVENTORY_TRUSTED_PROXIES: comma-separated CIDR
 	// prefixes of the proxies whose X-Forwarded-For names the client.
 	TrustedProxies []string
+	// MaxBytesInFlightPerIP is INVENTORY_MAX_BYTES_IN_FLIGHT_PER_IP: bytes
+	// of bodies and answers one address has in flight; 0 is none.
+	MaxBytesInFlightPerIP int64
 	// MaxConnsPerIP is INVENTORY_MAX_CONNS_PER_IP: open connections per
 	// client address at the listener (trusted proxies exempt); 0 is none.
 	MaxConnsPerIP int
@@ -261,6 +264,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 	}
 	// A budget of 0 is no limit.
+	cfg.MaxBytesInFlightPerIP = 16 << 20
+	if v := getenv("INVENTORY_MAX_BYTES_IN_FLIGHT_PER_IP"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("INVENTORY_MAX_BYTES_IN_FLIGHT_PER_IP must be a number of bytes (0: no limit), got %q", v))
+		}
+		cfg.MaxBytesInFlightPerIP = n
+	}
 	cfg.MaxConnsPerIP = 1024
 	if v := getenv("INVENTORY_MAX_CONNS_PER_IP"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -10,6 +10,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"inventory/domain"
+	"inventory/socket"
 )
 
 // MaxNameBytes bounds every name a caller chooses in a document: aliases,
@@ -349,12 +350,28 @@ func capAnswers(caps AnswerCaps) graphql.ResponseMiddleware {
 		if limit <= 0 {
 			return r
 		}
-		if n := answerBytes(r); n > limit {
+		n := answerBytes(r)
+		if n > limit {
 			return &graphql.Response{Errors: gqlerror.List{limitError(
 				"the answer to this operation is %d bytes, which exceeds this caller's limit of %d (INVENTORY_MAX_ANSWER_BYTES%s): ask for fewer rows or fields", n, limit, anonymousSuffix(ctx))}}
 		}
+		// Held until written, twice over (the data and the encoded answer):
+		// a plain request's one answer. A socket's or a stream's answers are
+		// bounded by their own caps (a slow reader is cut off).
+		if !socket.On(ctx) && !isSubscription(ctx) && !takeInFlight(ctx, 2*n) {
+			return &graphql.Response{Errors: gqlerror.List{{Message: inFlightRefusal(ctx), Extensions: map[string]any{"code": CodeRateLimited}}}}
+		}
 		return r
 	}
+}
+
+// isSubscription says whether ctx's operation is a subscription.
+func isSubscription(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	op := graphql.GetOperationContext(ctx).Operation
+	return op != nil && op.Operation == ast.Subscription
 }
 
 // answerBytes is about what r takes written: its data and, for each error,

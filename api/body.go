@@ -56,6 +56,16 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if r.Method == http.MethodPost && mediaType == "application/json" {
+				reserve := limit
+				if r.ContentLength >= 0 {
+					reserve = r.ContentLength
+				}
+				if !takeInFlight(r.Context(), reserve) {
+					w.Header().Set("Connection", "close") // do not read the refused body
+					w.Header().Set("Retry-After", "1")
+					writeErrorCode(w, http.StatusTooManyRequests, CodeRateLimited, inFlightRefusal(r.Context()))
+					return
+				}
 				body, err := io.ReadAll(r.Body)
 				var tooLarge *http.MaxBytesError
 				switch {

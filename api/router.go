@@ -29,6 +29,9 @@ type Config struct {
 	GraphQL       GraphQLConfig
 	// MaxBodyBytes bounds a JSON request body.
 	MaxBodyBytes int64
+	// BytesInFlight bounds the bytes of bodies and answers one address has
+	// in flight; nil is no bound.
+	BytesInFlight *BytesInFlight
 	// Metrics is served at /metrics and times /graphql.
 	Metrics *metrics.Metrics
 	// RiverUI, if set, is River's job UI, served at /riverui/ to admin keys.
@@ -111,7 +114,7 @@ func NewRouter(cfg Config) http.Handler {
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit,
+		r.With(cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit,
 			refuseForeignSocketOrigins(cfg.CORSOrigins, cfg.Logger), newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})
 	return r
