@@ -41,7 +41,7 @@ func (ts *testServer) releaseAs(bearer, id string) {
 const liveHoldsOf = `SELECT count(*) FROM reservations WHERE checkout_id = '%s' AND status = 'held' AND expires_at > clock_timestamp()`
 
 // TestWaitlistOfferIsAHoldOverHTTP is the issue's shopper row, over the
-// real HTTP API with the default caps: a checkout token at its cap of 20
+// real binary with the default caps: a checkout token at its cap of 20
 // live holds joins a waitlist (accepted) and another checkout joins behind
 // it. The unit comes back: no 21st hold (in SQL); the capped entry stays
 // WAITING first in line with a skippedReason naming
@@ -50,7 +50,7 @@ const liveHoldsOf = `SELECT count(*) FROM reservations WHERE checkout_id = '%s' 
 // again, it is offered, and still has 20 live holds.
 func TestWaitlistOfferIsAHoldOverHTTP(t *testing.T) {
 	t.Parallel()
-	ts := setup(t)
+	ts := setupBinary(t, nil).testServer // the real binary
 	sold := ts.soldOutHTTP("DROP", 1)
 	ts.seed("TEE", 100)
 	ts.seed("CAP", 100)
