@@ -44,12 +44,39 @@ func (c AnswerCaps) For(ctx context.Context) int64 {
 // strings) the answer's own size catches after execution (capAnswers),
 // before it is written.
 type answerSize struct {
-	caps AnswerCaps
-	// maxFields bounds the fields a document expands to (fragments
-	// spread in place): the complexity limit, which counts each at least 1.
-	maxFields int64
-	schema    graphql.ExecutableSchema
-	intro     introspectionRows
+	caps   AnswerCaps
+	schema graphql.ExecutableSchema
+	intro  introspectionRows
+}
+
+// fieldExpansion refuses, before gqlgen's complexity limit walks it, a
+// document that expands to more fields than maxFields once its fragments
+// are spread (expandedFields): that walk expands every spread, so 330
+// tokens of fragments spreading the next twice cost minutes of CPU.
+// maxFields is the complexity limit, which counts each field at least 1.
+type fieldExpansion struct{ maxFields int64 }
+
+var (
+	_ graphql.HandlerExtension        = fieldExpansion{}
+	_ graphql.OperationContextMutator = fieldExpansion{}
+)
+
+// ExtensionName names the extension for gqlgen.
+func (fieldExpansion) ExtensionName() string { return "FieldExpansion" }
+
+// Validate accepts any schema.
+func (fieldExpansion) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext refuses a document that expands past maxFields.
+func (x fieldExpansion) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	op := oc.Doc.Operations.ForName(oc.OperationName)
+	if op == nil || x.maxFields <= 0 {
+		return nil
+	}
+	if n := expandedFields(op.SelectionSet, map[*ast.FragmentDefinition]int64{}); n > x.maxFields {
+		return limitError("this operation expands to %d fields once its fragments are spread, which exceeds the limit of %d (INVENTORY_MAX_COMPLEXITY)", n, x.maxFields)
+	}
+	return nil
 }
 
 var (
@@ -76,9 +103,6 @@ func (a *answerSize) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 	op := oc.Doc.Operations.ForName(oc.OperationName)
 	if op == nil {
 		return nil
-	}
-	if n := expandedFields(op.SelectionSet, map[*ast.FragmentDefinition]int64{}); a.maxFields > 0 && n > a.maxFields {
-		return limitError("this operation expands to %d fields once its fragments are spread, which exceeds the limit of %d (INVENTORY_MAX_COMPLEXITY)", n, a.maxFields)
 	}
 	limit := a.caps.For(ctx)
 	if limit <= 0 {

@@ -80,8 +80,9 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.Use(extension.Introspection{})
 	// Before the complexity limit: gqlgen's walk expands every fragment
 	// spread, so a document that expands past it must not reach it.
-	srv.Use(&answerSize{caps: cfg.AnswerCaps, maxFields: int64(cfg.MaxComplexity)})
+	srv.Use(fieldExpansion{maxFields: int64(cfg.MaxComplexity)})
 	srv.Use(extension.FixedComplexityLimit(cfg.MaxComplexity))
+	srv.Use(&answerSize{caps: cfg.AnswerCaps})
 	// After the complexity limit: only what passed it is cached.
 	srv.Use(acceptDocuments{docs})
 	srv.Use(fanout.OperationIDs{})
