@@ -33,7 +33,7 @@ const uploadMemoryBytes = 1 << 20
 //     bodies that are not well-formed get 400.
 //
 // Refusals use GraphQL's error shape, never echoing the body.
-func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
+func limitBody(max, maxUpload int64, cpu *anonymousCPU) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -85,10 +85,23 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 				// (variables, tokens pasted into them and all); refuse
 				// malformed JSON and wrong shapes first, in words that quote
 				// nothing.
+				release, err := cpu.acquire(r.Context())
+				if err != nil {
+					writeErrorCode(w, http.StatusServiceUnavailable, CodeInternal, "took too long waiting for the anonymous share of this instance's CPU; nothing changed")
+					return
+				}
 				params, msg := decodeParams(body)
 				if msg == "" {
 					msg = variablesRefusal(r.Context(), params.variables)
 				}
+				if msg == "" {
+					if name := longName(params.query); name != "" {
+						release()
+						writeErrorCode(w, http.StatusBadRequest, "COMPLEXITY_LIMIT_EXCEEDED", longNameRefusal(name))
+						return
+					}
+				}
+				release()
 				if msg != "" {
 					writeError(w, http.StatusBadRequest, msg)
 					return
@@ -101,8 +114,13 @@ func limitBody(max, maxUpload int64) func(http.Handler) http.Handler {
 			} else if mediaType == "multipart/form-data" {
 				r = r.WithContext(withWrites(r.Context(), true)) // importCodes
 			} else if r.Method == http.MethodGet {
-				if msg := variablesRefusal(r.Context(), []byte(r.URL.Query().Get("variables"))); msg != "" {
+				q := r.URL.Query()
+				if msg := variablesRefusal(r.Context(), []byte(q.Get("variables"))); msg != "" {
 					writeError(w, http.StatusBadRequest, msg)
+					return
+				}
+				if name := longName(q.Get("query")); name != "" {
+					writeErrorCode(w, http.StatusBadRequest, "COMPLEXITY_LIMIT_EXCEEDED", longNameRefusal(name))
 					return
 				}
 			}

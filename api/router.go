@@ -99,12 +99,14 @@ func NewRouter(cfg Config) http.Handler {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	}))).ServeHTTP)
 
+	cpu := newAnonymousCPU()
 	gql := newGraphQLHandler(cfg.Resolver, guard, cfg.GraphQL, cfg.CORSOrigins, cfg.Logger)
 	// What limits an HTTP request limits each operation on a WebSocket and
 	// SSE too; inside it only the fan-out.
 	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
 	gql.Use(limits)
 	gql.AroundOperations(limits.around)
+	gql.AroundOperations(cpu.around)
 	// Inside every limit: availability from memory without the executor
 	// (fastAvailability, queries only), then innermost the subscription
 	// fan-out (subscriptions only).
@@ -114,7 +116,7 @@ func NewRouter(cfg Config) http.Handler {
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes), budgets.rateLimit,
+		r.With(cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes, cpu), budgets.rateLimit,
 			refuseForeignSocketOrigins(cfg.CORSOrigins, cfg.Logger), newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})
 	return r
