@@ -22,7 +22,7 @@ cluster:
 	scripts/cluster.sh
 
 # The version and commit that inventory version prints.
-LDFLAGS = -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS = -X inventory/cli.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo devel) -X inventory/cli.commit=$(shell git rev-parse HEAD 2>/dev/null)
 
 build:
 	go build -ldflags "$(LDFLAGS)" -o bin/inventory .

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,52 +24,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"inventory/pgtest"
+	"inventory/testkit"
 )
 
-// The server binary is built once per test process, into a directory
-// TestMain removes at the end.
-var (
-	buildDir  string
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { os.Exit(testkit.RunWithBinary(m)) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "inventory-faults-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faults:", err)
-		os.Exit(1)
-	}
-	buildDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// serverBinary builds the module's main package (without -race: the server
-// should run at its normal speed while the harness injects faults).
-func serverBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs("..")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(buildDir, "inventory")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// serverBinary is the module's main package, built once for the package
+// (without -race: the server runs at its normal speed while the harness
+// injects faults).
+func serverBinary(t *testing.T) string { return testkit.ServerBinary(t) }
 
 // harness is one scenario's world: a database, the environment every
 // instance and CLI command of the scenario runs with (fresh secrets), keys,

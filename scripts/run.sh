@@ -60,7 +60,7 @@ set_env() {
   mv "$DEV_ENV.tmp" "$DEV_ENV"
 }
 
-go build -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo devel) -X main.commit=$(git rev-parse HEAD 2>/dev/null)" -o bin/inventory .
+go build -ldflags "-X inventory/cli.version=$(git describe --tags --always --dirty 2>/dev/null || echo devel) -X inventory/cli.commit=$(git rev-parse HEAD 2>/dev/null)" -o bin/inventory .
 # One line for the migrations, not one per migration (inventory migrate
 # status lists them); an error is shown as it is.
 migrated=$(bin/inventory migrate) || { echo "$migrated"; die "inventory migrate failed"; }

@@ -32,7 +32,7 @@ go test -race -count=1 -timeout 20m ./store/
 # Over HTTP, instances through PgBouncer: the two-instance races, expiry,
 # the gap-free stream with resume across instances, codes sold once,
 # availability on every instance, the end-to-end flow.
-go test -race -count=1 -timeout 20m -run '^(TestReserveLastUnitOverHTTP|TestLostResponseOverHTTP|TestTwoInstances|TestStockChangedAcrossInstances|TestStockChangedResume|TestHoldExpiryIsPushed|TestCodesOverHTTP|TestAvailabilitySeqAndETagOnEveryInstance|TestServerEndToEnd|TestCheckoutFlow|TestReconciliationIsBounded)$' .
+go test -race -count=1 -timeout 20m -run '^(TestReserveLastUnitOverHTTP|TestLostResponseOverHTTP|TestTwoInstances|TestStockChangedAcrossInstances|TestStockChangedResume|TestHoldExpiryIsPushed|TestCodesOverHTTP|TestAvailabilitySeqAndETagOnEveryInstance|TestServerEndToEnd|TestCheckoutFlow|TestReconciliationIsBounded)$' ./e2e/
 # Faults: kill -9 of an instance under load, and an instance frozen
 # (SIGSTOP) inside its relay transaction (the relay's SET LOCAL timeouts end
 # its session), through PgBouncer; PgBouncer restarted under load and the

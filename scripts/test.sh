@@ -33,9 +33,9 @@ if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   echo "test.sh: installing prometheus (for promtool)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-if [ ! -d testdata/node-client/node_modules ] ||
-  [ testdata/node-client/package-lock.json -nt testdata/node-client/node_modules/.package-lock.json ]; then
-  (cd testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
+if [ ! -d e2e/testdata/node-client/node_modules ] ||
+  [ e2e/testdata/node-client/package-lock.json -nt e2e/testdata/node-client/node_modules/.package-lock.json ]; then
+  (cd e2e/testdata/node-client && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if [ $# -gt 0 ]; then
   go test -race -count=1 -timeout 30m "$@"
@@ -50,4 +50,4 @@ fi
 alone='^(TestAnonymousLoadLeavesCheckoutsTheirShare)$'
 go test -race -count=1 -timeout 30m -skip "$alone" ./...
 echo "test.sh: latency tests, alone, without -race" >&2
-go test -count=1 -timeout 10m -run "$alone" -v . | grep -E '^(=== RUN|--- |    |ok|FAIL|PASS)'
+go test -count=1 -timeout 10m -run "$alone" -v ./e2e/ | grep -E '^(=== RUN|--- |    |ok|FAIL|PASS)'

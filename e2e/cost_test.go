@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCostCountsRows: at the default INVENTORY_MAX_COMPLEXITY a list field
+// costs its children once per row it asks for. The issue's attack, 330
+// aliases of availability over one SKU repeated 500 times, costs 330,000
+// and is refused (before: 660, answered with 165,000 entries); an honest
+// availability of 500 SKUs with every field, and the dashboard's balances
+// page, still pass. Duplicate SKUs are answered once per request, in order.
+func TestCostCountsRows(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 5)
+	same := make([]string, 500)
+	for i := range same {
+		same[i] = "HP"
+	}
+	var b strings.Builder
+	b.WriteString("query($s: [String!]!) {")
+	for i := range 330 {
+		fmt.Fprintf(&b, " a%d: availability(skus: $s) { available }", i)
+	}
+	b.WriteString(" }")
+	r := ts.gql("", b.String(), map[string]any{"s": same})
+	if r.errorCode() != "COMPLEXITY_LIMIT_EXCEEDED" || !strings.Contains(r.Errors[0].Message, "complexity 330000") {
+		t.Fatalf("330 aliases × 500 SKUs: %+v, want COMPLEXITY_LIMIT_EXCEEDED at complexity 330000", r)
+	}
+
+	full := `query($s: [String!]!) { availability(skus: $s) { sku available onHand reserved preorderAvailable
+		locations { sku location onHand reserved available pendingSupply preordered updatedAt } } }`
+	var got []struct {
+		SKU       string
+		Available int
+		Locations []struct{ Location string }
+	}
+	ts.mustData(ts.gql("", full, map[string]any{"s": same}), "availability", &got)
+	if len(got) != 500 {
+		t.Fatalf("500 copies of one SKU: %d entries", len(got))
+	}
+	for i, a := range got {
+		if a.SKU != "HP" || a.Available != 5 || len(a.Locations) != 1 || a.Locations[0].Location != "AMS" {
+			t.Fatalf("entry %d: %+v", i, a)
+		}
+	}
+
+	// The dashboard's own page query, as it sends it.
+	js, err := os.ReadFile(repo("admin/assets/dashboard.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)const BALANCES = `(.*?)`;").FindSubmatch(js)
+	if m == nil {
+		t.Fatal("BALANCES not found in dashboard.js")
+	}
+	var page json.RawMessage
+	ts.mustData(ts.gql(ts.admin, string(m[1]), nil), "balances", &page)
+}

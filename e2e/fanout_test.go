@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// metricValue reads one unlabelled sample from a /metrics body (-1 when
+// absent).
+func metricValue(body, name string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// waitMetric polls /metrics until name reaches want.
+func (ts *testServer) waitMetric(name string, want float64) string {
+	ts.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := httpGetAs(ts.t, ts.url+"/metrics", ts.admin)
+		if metricValue(body, name) == want || time.Now().After(deadline) {
+			if got := metricValue(body, name); got != want {
+				ts.t.Fatalf("%s = %v, want %v", name, got, want)
+			}
+			return body
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sseNext reads the payloads of n "event: next" messages from an SSE body.
+func sseNext(t *testing.T, sc *bufio.Scanner, n int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	event := ""
+	for len(out) < n && sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "next":
+			out = append(out, []byte(strings.TrimPrefix(line, "data: ")))
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("SSE: %d of %d messages (%v)", len(out), n, sc.Err())
+	}
+	return out
+}
+
+// TestGroupFanoutDeliversWhatEachWouldAlone: subscribers of the same
+// stockChanged operation over graphql-transport-ws, graphql-ws and SSE,
+// plus one that never reads, each receive byte for byte the payloads a
+// subscriber running alone receives (the reference resumes from a cursor,
+// which runs it alone through gqlgen's own path), in order and promptly
+// although one member reads nothing; and gqlgen executed each event twice
+// (once for the group, once for the reference), not once per subscriber.
+func TestGroupFanoutDeliversWhatEachWouldAlone(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	ts.seed("HP", 5)
+	var seen []wsEvent
+	for deadline := time.Now().Add(10 * time.Second); len(seen) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ts.mustData(ts.gql(ts.admin, `{ stockEvents(after: 0, first: 100) { seq } }`, nil), "stockEvents", &seen)
+	}
+	if len(seen) == 0 {
+		t.Fatal("the seed's event was not published")
+	}
+	seq0 := seen[len(seen)-1].Seq
+
+	ref := dialWS(t, ts.url, ts.admin, false)
+	ref.ack()
+	ref.subscribe("ref", stockChangedSub, map[string]any{"after": seq0})
+
+	const nWS, nLegacy, nSSE = 5, 3, 3
+	var members []*wsClient
+	for i := range nWS + nLegacy {
+		c := dialWS(t, ts.url, ts.admin, i >= nWS)
+		c.ack()
+		c.subscribe(fmt.Sprint("m", i), stockChangedSub, map[string]any{"after": nil})
+		members = append(members, c)
+	}
+	slow := dialWS(t, ts.url, ts.admin, false) // subscribes, then reads nothing
+	slow.ack()
+	slow.subscribe("slow", stockChangedSub, map[string]any{"after": nil})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var sse []*bufio.Scanner
+	for range nSSE {
+		resp := openSSE(t, ctx, ts.url, ts.admin, stockChangedSub, map[string]any{"after": nil})
+		sse = append(sse, bufio.NewScanner(resp.Body))
+	}
+	group := nWS + nLegacy + 1 + nSSE
+	before := ts.waitMetric("inventory_subscribers", float64(group+1))
+	execs0 := metricValue(before, "inventory_subscription_executions_total")
+
+	const events = 15
+	start := time.Now()
+	for i := range events {
+		ts.mustData(ts.gql(ts.admin, `mutation($r: String!) { receiveStock(input: {sku: "HP", location: "AMS", quantity: 1, reference: $r}) { userErrors { code } } }`,
+			map[string]any{"r": fmt.Sprint("PO-", i)}), "receiveStock", new(map[string]any))
+	}
+
+	// The reference: what one subscriber alone is sent.
+	var want [][]byte
+	var wantEvents []wsEvent
+	for range events {
+		m, err := ref.next(10 * time.Second)
+		if err != nil || m.Type != "next" {
+			t.Fatalf("reference: %+v %v", m, err)
+		}
+		want = append(want, m.Payload)
+		var p struct {
+			Data struct{ StockChanged wsEvent }
+		}
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		wantEvents = append(wantEvents, p.Data.StockChanged)
+	}
+	requireDense(t, wantEvents, seq0+1)
+
+	for i, c := range members {
+		for j := range events {
+			m, err := c.next(10 * time.Second)
+			wantType := "next"
+			if i >= nWS {
+				wantType = "data"
+			}
+			if err != nil || m.Type != wantType || m.ID != fmt.Sprint("m", i) {
+				t.Fatalf("member %d message %d: %+v %v", i, j, m, err)
+			}
+			if !bytes.Equal(m.Payload, want[j]) {
+				t.Fatalf("member %d message %d:\n%s\nwant (alone)\n%s", i, j, m.Payload, want[j])
+			}
+		}
+	}
+	for i, sc := range sse {
+		for j, got := range sseNext(t, sc, events) {
+			if !bytes.Equal(got, want[j]) {
+				t.Fatalf("SSE member %d message %d:\n%s\nwant (alone)\n%s", i, j, got, want[j])
+			}
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("members took %s with one of them not reading", took)
+	}
+
+	// Once for the group, once for the reference.
+	_, body := httpGetAs(t, ts.url+"/metrics", ts.admin)
+	if got := metricValue(body, "inventory_subscription_executions_total") - execs0; got != 2*events {
+		t.Fatalf("executions for %d events and %d subscribers: %v, want %d (once per group)", events, group+1, got, 2*events)
+	}
+	if got := metricValue(body, "inventory_subscription_groups"); got != 1 {
+		t.Fatalf("groups: %v, want 1", got)
+	}
+}
+
+// dialWSSmallWindow opens a graphql-transport-ws socket whose receive buffer
+// is a few kilobytes: a client that does not read soon makes the server's
+// writes to it block.
+func dialWSSmallWindow(t *testing.T, url, token string) *wsClient {
+	t.Helper()
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+		return errors.Join(err, serr)
+	}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/graphql", &websocket.DialOptions{HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(1 << 20)
+	t.Cleanup(func() { _ = conn.CloseNow() })
+	c := &wsClient{t: t, conn: conn}
+	c.send(wsMessage{Type: "connection_init", Payload: mustJSON(map[string]any{"Authorization": "Bearer " + token})})
+	return c
+}
+
+// TestSlowGroupMemberIsCutOffWithItsCursor: a member of a stockChanged group
+// that stops reading (its socket's window full) is cut off with the seq of
+// the first event it did not get, after receiving every event before it in
+// order; resuming from there gives exactly the rest. The other member gets
+// every event meanwhile, in order.
+func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
+	t.Parallel()
+	ts := setupWith(t, map[string]string{"INVENTORY_SUBSCRIBER_BUFFER": "8", "INVENTORY_SUBSCRIBER_STALL_TIMEOUT": "300ms",
+		// The slow client answers no ping while it does not read.
+		"INVENTORY_WS_KEEPALIVE": "2m"})
+	ts.seed("HP", 5)
+	// Big messages (1,500 aliases of location), so that the kernel's
+	// buffers (up to 4 MiB for the server's side) fill within a few hundred
+	// events.
+	var sub strings.Builder
+	sub.WriteString(strings.TrimSuffix(stockChangedSub, " } }"))
+	for i := range 1500 {
+		fmt.Fprintf(&sub, " l%d: location", i)
+	}
+	sub.WriteString(" } }")
+	fast := dialWS(t, ts.url, ts.admin, false)
+	fast.ack()
+	fast.subscribe("f", sub.String(), map[string]any{"after": nil})
+	slow := dialWSSmallWindow(t, ts.url, ts.admin)
+	slow.ack()
+	slow.subscribe("s", sub.String(), map[string]any{"after": nil})
+	ts.waitMetric("inventory_subscription_group_members", 2)
+
+	// Many events, 20 per request, until the slow socket's window fills and
+	// its member's backlog stays past 8 for longer than 300 ms, and a few
+	// more.
+	const batches, per = 60, 20
+	var fastGot []wsEvent
+	for b, after := 0, -1; b < batches && after != 0; b, after = b+1, after-1 {
+		if after < 0 {
+			_, body := httpGetAs(t, ts.url+"/metrics", ts.admin)
+			if metricValue(body, "inventory_subscription_members_cut_total") > 0 {
+				after = 3
+			}
+		}
+		var m strings.Builder
+		m.WriteString("mutation {")
+		for i := range per {
+			fmt.Fprintf(&m, ` r%d: receiveStock(input: {sku: "HP", location: "AMS", quantity: 1, reference: "PO-%d-%d"}) { userErrors { code } }`, i, b, i)
+		}
+		m.WriteString(" }")
+		ts.gql(ts.admin, m.String(), nil)
+		fastGot = append(fastGot, receiveEvents(t, fast, per)...)
+		time.Sleep(30 * time.Millisecond)
+	}
+	requireDense(t, fastGot, fastGot[0].Seq)
+
+	// Now the slow one reads: contiguous events, then the cut-off with its
+	// cursor.
+	var slowGot []wsEvent
+	var ended string
+	for ended == "" {
+		m, err := slow.next(10 * time.Second)
+		if err != nil {
+			t.Fatalf("slow member after %d events: %v", len(slowGot), err)
+		}
+		switch m.Type {
+		case "next":
+			var p struct {
+				Data struct{ StockChanged wsEvent }
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			slowGot = append(slowGot, p.Data.StockChanged)
+		case "error":
+			ended = string(m.Payload)
+		default:
+			t.Fatalf("slow member: %+v", m)
+		}
+	}
+	if len(slowGot) == 0 || len(slowGot) >= len(fastGot) {
+		t.Fatalf("slow member got %d of %d events before it was cut off (%s)", len(slowGot), len(fastGot), ended)
+	}
+	requireDense(t, slowGot, fastGot[0].Seq)
+	next := slowGot[len(slowGot)-1].Seq + 1
+	if !strings.Contains(ended, "SUBSCRIPTION_ENDED") || !strings.Contains(ended, fmt.Sprintf("disconnected at seq %d;", next)) {
+		t.Fatalf("cut-off message %s, want SUBSCRIPTION_ENDED at seq %d", ended, next)
+	}
+	t.Logf("slow member cut off after %d of %d events: %s", len(slowGot), len(fastGot), ended)
+
+	// Resuming from its last seq continues with exactly the next event
+	// (the first few are read: the broker would cut off a resumed reader
+	// this slow, with these limits, too).
+	again := dialWS(t, ts.url, ts.admin, false)
+	again.ack()
+	again.subscribe("r", sub.String(), map[string]any{"after": next - 1})
+	rest := receiveEvents(t, again, 3)
+	requireDense(t, rest, next)
+	if rest[0] != fastGot[next-fastGot[0].Seq] {
+		t.Fatalf("resumed with %+v, want %+v", rest[0], fastGot[next-fastGot[0].Seq])
+	}
+	_, body := httpGetAs(t, ts.url+"/metrics", ts.admin)
+	if got := metricValue(body, "inventory_subscription_members_cut_total"); got != 1 {
+		t.Fatalf("members cut: %v, want 1", got)
+	}
+}
