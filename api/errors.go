@@ -14,7 +14,7 @@ import (
 	"inventory/socket"
 )
 
-// Error codes in a GraphQL error's extensions.code (API.md "Errors").
+// Error codes in a GraphQL error's extensions.code (docs/api.md, "Errors").
 const (
 	CodeUnauthenticated = "UNAUTHENTICATED"
 	CodeForbidden       = "FORBIDDEN"

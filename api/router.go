@@ -116,7 +116,7 @@ func NewRouter(cfg Config) http.Handler {
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
 		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
-		r.With(cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes, cpu), budgets.rateLimit,
+		r.With(refuseUnsupportedRequests, cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes, cpu), budgets.rateLimit,
 			refuseForeignSocketOrigins(cfg.CORSOrigins, cfg.Logger), newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})
 	return r

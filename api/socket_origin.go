@@ -31,7 +31,7 @@ func refuseForeignSocketOrigins(origins []string, logger *slog.Logger) func(http
 				return
 			}
 			logger.DebugContext(r.Context(), "websocket refused: origin not allowed", "origin", r.Header.Get("Origin"))
-			http.Error(w, "websocket refused: pages of origin "+quoteOrigin(r.Header.Get("Origin"))+
+			http.Error(w, "websocket refused: pages of origin "+quoteCallerValue(r.Header.Get("Origin"))+
 				" may not open a socket here (allowed: this server's own pages and INVENTORY_CORS_ORIGINS)", http.StatusForbidden)
 		})
 	}
@@ -61,9 +61,10 @@ func socketOriginAllowed(r *http.Request, origins []string) bool {
 	return false
 }
 
-// quoteOrigin quotes a caller's Origin for an answer, cut to a length that
-// says what was refused without echoing a long header back.
-func quoteOrigin(o string) string {
+// quoteCallerValue quotes what a caller sent (an Origin, a Content-Type, a
+// method) for an answer, cut to a length that says what was refused
+// without echoing a long header back.
+func quoteCallerValue(o string) string {
 	const maxShown = 100
 	if len(o) > maxShown {
 		o = strings.ToValidUTF8(o[:maxShown], "") + "…"

@@ -10,7 +10,7 @@ import (
 // Action is something a caller may ask to do.
 type Action string
 
-// Actions, one per kind of capability in API.md.
+// Actions, one per kind of capability in docs/api.md ("Auth").
 const (
 	ReadCatalog        Action = "read the catalog and availability"
 	ManageCatalog      Action = "manage locations and SKUs"

@@ -96,10 +96,12 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 			if g := c.stream.ListenGeneration(); g != gen {
 				c.logger.InfoContext(ctx, "availability copy: LISTEN reconnected; reloading")
 			} else {
-				// A head the stream read within two probe intervals (at
-				// idle: this instance's relay, every tick) is as good as
-				// a probe, and costs no query.
-				if h, ok := c.stream.StockHead(); ok && time.Since(h.At) < 2*c.cfg.ProbeInterval {
+				// A head the stream read recently (at idle: this
+				// instance's relay, every tick) is as good as a probe and
+				// costs no query; its staleness counts from the head's own
+				// snapshot, so an older head only makes the lag look
+				// larger. headReuse bounds how much larger.
+				if h, ok := c.stream.StockHead(); ok && time.Since(h.At) < c.headReuse() {
 					c.noteHead(probe{head: h.Seq, caughtUp: h.CaughtUp})
 				} else {
 					c.measure(ctx)
@@ -115,6 +117,14 @@ func (c *Copy) follow(ctx context.Context, snap domain.AvailabilitySnapshot) {
 	c.ready = false
 	c.probes = nil
 	c.mu.Unlock()
+}
+
+// headReuse is how old the stream's head may be and still stand in for a
+// probe: two probe intervals, or an eighth of MaxLag if that is longer, so
+// relay ticks that a busy machine runs late do not turn into a query each
+// while the lag the copy reports stays well within its bound.
+func (c *Copy) headReuse() time.Duration {
+	return max(2*c.cfg.ProbeInterval, c.cfg.MaxLag/8)
 }
 
 // measure reads the head and, once it is applied, moves caughtUp.

@@ -55,7 +55,11 @@ func TestUnknownSKUsCostNoCatalogReads(t *testing.T) {
 	})
 
 	const clients, each = 8, 250
-	var answered, fellBack atomic.Int64
+	// Each query naming an unknown SKU is followed by one naming only
+	// KNOWN: what the copy leaves to the database for being stale (a busy
+	// machine delays its probes) is left for both; the unknown code itself
+	// must cost nothing more.
+	var answered, fellBack, knownFellBack atomic.Int64
 	started := time.Now()
 	var wg sync.WaitGroup
 	for g := range clients {
@@ -72,6 +76,9 @@ func TestUnknownSKUsCostNoCatalogReads(t *testing.T) {
 						return
 					}
 				}
+				if _, _, ok := c.Get(domain.AvailabilityQuery{SKUs: []string{"KNOWN"}}); !ok {
+					knownFellBack.Add(1)
+				}
 				time.Sleep(4 * time.Millisecond)
 			}
 		})
@@ -79,16 +86,16 @@ func TestUnknownSKUsCostNoCatalogReads(t *testing.T) {
 	wg.Wait()
 	took := time.Since(started)
 	reads, codes := st.reads.Load(), st.codes.Load()
-	t.Logf("%d requests for unknown SKUs in %v: %d answered from the copy, %d from the database; %d catalog reads brought back %d SKU codes",
-		clients*each, took.Round(time.Millisecond), answered.Load(), fellBack.Load(), reads, codes)
+	t.Logf("%d requests for unknown SKUs in %v: %d answered from the copy, %d from the database (%d for KNOWN alone); %d catalog reads brought back %d SKU codes",
+		clients*each, took.Round(time.Millisecond), answered.Load(), fellBack.Load(), knownFellBack.Load(), reads, codes)
 	if codes > 0 {
 		t.Errorf("the copy read %d SKU codes from the catalog (%d reads) though no SKU was created", codes, reads)
 	}
 	if max := int64(took/interval) + 2; reads > max {
 		t.Errorf("%d catalog reads in %v, want at most %d (one per %v)", reads, took, max, interval)
 	}
-	if fellBack.Load() > clients*each/20 {
-		t.Errorf("%d of %d requests for unknown SKUs were left to the database", fellBack.Load(), clients*each)
+	if fellBack.Load() > knownFellBack.Load()+clients*each/20 {
+		t.Errorf("%d of %d requests for unknown SKUs were left to the database, and %d of as many for KNOWN alone", fellBack.Load(), clients*each, knownFellBack.Load())
 	}
 }
 

@@ -5,7 +5,7 @@ import "context"
 // Role is what kind of caller is acting.
 type Role string
 
-// Roles, from least to most trusted. See API.md "Auth".
+// Roles, from least to most trusted. See docs/api.md, "Auth".
 const (
 	RoleAnonymous Role = "ANONYMOUS"
 	RoleCheckout  Role = "CHECKOUT" // bound to one checkoutId

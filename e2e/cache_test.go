@@ -163,7 +163,7 @@ func TestCacheAvailabilityOverGETWithAPQ(t *testing.T) {
 	}
 	reserved := time.Now() // the reserve committed before
 	// availability may be answered from the instance's in-memory copy, at
-	// most INVENTORY_AVAILABILITY_MAX_LAG (1s) behind (API.md, Freshness):
+	// most INVENTORY_AVAILABILITY_MAX_LAG (1s) behind (docs/api.md, "Freshness"):
 	// until it has the reserve's event it may answer as before (304, or
 	// the same bytes). Past the bound no answer may: the copy leaves
 	// answers to the database when it is staler. And the copy must apply

@@ -1,6 +1,6 @@
 -- +goose Up
 
--- Identifiers that clients choose are 1..128 characters (API.md); the checks
+-- Identifiers that clients choose are 1..128 characters (docs/api.md); the checks
 -- repeat the application's validation so no other writer can break them.
 CREATE TABLE locations (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -8,7 +8,7 @@ import (
 	"inventory/domain"
 )
 
-// The deadline is checked after the reservation's row lock is granted (DESIGN.md,
+// The deadline is checked after the reservation's row lock is granted (docs/design.md,
 // "Confirm / release / expire"): a confirm or extend that started before the
 // deadline but had to wait for the lock until after it is RESERVATION_EXPIRED.
 //
