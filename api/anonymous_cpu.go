@@ -15,12 +15,12 @@ import (
 // anonymousCPU bounds how many anonymous queries execute at once on this
 // instance, wherever their answers come from: the anonymous share bounds
 // their database connections, but answers from the in-memory copy need
-// none, and eight clients of the heaviest accepted document kept both
-// cores busy (a checkout's reserve waited for a core: p50 86-115 ms in
-// make bench's under-attack row). With half the cores (at least one) for
-// anonymous execution, the rest are left to callers with a token. Decoding
-// an anonymous JSON body (limitBody, after it has arrived: 880 KB took ~5 ms)
-// and executing a query each hold a slot; reading the body and writing the
+// none, and a few clients of the heaviest accepted document can keep every
+// core busy, leaving a checkout's reserve waiting for a core. With half the
+// cores (at least one) for anonymous execution, the rest are left to
+// callers with a token. Decoding an anonymous JSON body (limitBody, after
+// it has arrived: a body near the size limit is milliseconds of CPU) and
+// executing a query each hold a slot; reading the body and writing the
 // answer (which a client may not read) hold none.
 type anonymousCPU struct{ slots chan struct{} }
 

@@ -14,10 +14,10 @@ import (
 // at once: each root field of an anonymous query (availability, sku,
 // locations: one database read each) runs only while it holds one of its
 // slots. gqlgen runs a query's root fields concurrently, so without it one
-// anonymous request of 20 aliases took 20 connections, and eight such
-// clients took the whole pool: a checkout's reserve queued behind them for
-// seconds. With n slots, INVENTORY_DB_MAX_CONNS − n connections are always
-// left to callers with a token (checkouts, service and admin keys).
+// anonymous request of n aliases would take n connections, and a few such
+// clients the whole pool, with a checkout's reserve queued behind them.
+// With n slots, INVENTORY_DB_MAX_CONNS − n connections are always left to
+// callers with a token (checkouts, service and admin keys).
 //
 // A field waits for a slot at most as long as its request may take
 // (INVENTORY_REQUEST_TIMEOUT): then it fails as a request that took too

@@ -111,8 +111,8 @@ func (c *answerCache) middleware(next http.Handler) http.Handler {
 // maxCachedRequestBytes is the largest POST body or GET query string whose
 // answer is kept: storefront queries are small (a persisted query's text is
 // at most maxPersistedQueryBytes), and a GET's key is its query string,
-// which a caller could otherwise pad to the 1 MB net/http reads
-// (TestAnswerCacheKeepsNoCallerSizedKeys: 300 such GETs kept 449 MB).
+// which a caller could otherwise pad to the 1 MB net/http reads: a
+// megabyte kept per distinct request.
 const maxCachedRequestBytes = 64 << 10
 
 // answerKey is the cache key of an anonymous query request, false for

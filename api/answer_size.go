@@ -16,8 +16,8 @@ import (
 // MaxNameBytes bounds every name a caller chooses in a document: aliases,
 // operation, fragment and variable names. A name is one token however long,
 // and an alias is written into the answer once per row it repeats over, so
-// without it 20 aliases of 45,000 characters over 500 rows cost 20,000 and
-// answered 450 MB. The schema's own names are under 40 bytes.
+// without it a document within the complexity limit could answer hundreds
+// of times its own size. The schema's own names are under 40 bytes.
 const MaxNameBytes = 128
 
 // AnswerCaps bounds the bytes of one answer, by who asks.
@@ -51,8 +51,8 @@ type answerSize struct {
 
 // fieldExpansion refuses, before gqlgen's complexity limit walks it, a
 // document that expands to more fields than maxFields once its fragments
-// are spread (expandedFields): that walk expands every spread, so 330
-// tokens of fragments spreading the next twice cost minutes of CPU.
+// are spread (expandedFields): that walk expands every spread, so a few
+// hundred tokens of fragments spreading the next twice are minutes of CPU.
 // maxFields is the complexity limit, which counts each field at least 1.
 type fieldExpansion struct{ maxFields int64 }
 
@@ -270,7 +270,8 @@ func expandedFields(set ast.SelectionSet, memo map[*ast.FragmentDefinition]int64
 // on average per parent (all of __schema's types; per type its fields, and
 // so on): what one full introspection answers, so that aliases of it are
 // counted, where gqlgen's complexity costs __schema 0 and a list without a
-// row argument counts one row (1,400 aliases built a 139 MB answer).
+// row argument counts one row (so aliases of a full introspection would
+// cost next to nothing whatever their answer's size).
 type introspectionRows map[string]int64
 
 func introspectionRowsOf(s *ast.Schema) introspectionRows {

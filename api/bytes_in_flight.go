@@ -11,14 +11,14 @@ import (
 
 // BytesInFlight bounds, per client address, the bytes the server holds for
 // that address's requests at once: JSON bodies being read and answers being
-// written. It counts what the server spends, not what the caller sends:
-// 1,000 connections each holding a 1 MiB body one byte short of complete
-// held 2.2 GB until the read timeout (a body is read whole before the rate
-// limit, which needs it), and clients that never read their answers pinned
-// about 3 MB each until the write timeout. A body is reserved at its
-// declared (or the largest allowed) size before a byte of it is read; an
-// answer at its size before it is written; both are given back when the
-// request ends. Past the bound the request is 429 (RATE_LIMITED).
+// written. It counts what the server spends, not what the caller sends: a
+// body is read whole before the rate limit (which needs it), so connections
+// each holding a body one byte short of complete pin it until the read
+// timeout, and clients that never read their answers pin them until the
+// write timeout, whatever their rate. A body is reserved at its declared
+// (or the largest allowed) size before a byte of it is read; an answer at
+// its size before it is written; both are given back when the request
+// ends. Past the bound the request is 429 (RATE_LIMITED).
 type BytesInFlight struct {
 	max int64 // 0: no bound
 	mu  sync.Mutex

@@ -8,8 +8,8 @@ import (
 // Complexity is what a query costs before it runs: each field 1 plus its
 // children (gqlgen's default), except that a list field costs its children
 // once per row it asks for. Without that, 330 aliases of
-// availability(skus: <500 SKUs>) cost 330 × 2 and passed, and each asked the
-// database for 500 rows: 165,000 rows for a cost of 660.
+// availability(skus: <500 SKUs>) would cost 330 × 2 and pass, each asking
+// the database for 500 rows: 165,000 rows for a cost of 660.
 //
 // The rows a list asks for are its list argument's length (availability:
 // len(skus)) or its page size (first, with the schema's default when
@@ -21,8 +21,8 @@ import (
 //
 // At the default INVENTORY_MAX_COMPLEXITY of 20,000: an availability of 500
 // SKUs with every field and every balance field costs 500 × 15 = 7,500; the
-// dashboard's balances(first: 1000) page 11,000; the 330 aliases
-// over 500 SKUs 330,000 (refused).
+// dashboard's balances(first: 1000) page 11,000; 330 aliases of an
+// availability of 500 SKUs 330,000 (refused).
 
 // maxCost caps a field's cost so that a product of large factors cannot
 // overflow; anything that large is refused anyway.

@@ -12,9 +12,9 @@ import (
 )
 
 // parsedBytesPerQueryByte is what a parsed and validated document costs in
-// memory per byte of its text, as measured for storefront and dashboard
-// queries (an AST node and its position per token): the parsed-document
-// cache counts each entry as this many times its text.
+// memory per byte of its text, for storefront and dashboard queries (an
+// AST node and its position per token): the parsed-document cache counts
+// each entry as this many times its text.
 const parsedBytesPerQueryByte = 24
 
 // persistedQueryCacheBytes bounds the texts that automatic persisted queries

@@ -35,11 +35,11 @@ var availabilityScalars = map[string]func(*domain.Availability) graphql.Marshale
 // fragments, no directives, no per-location list), by a caller who may read
 // the catalog, answered in full from the in-memory copy, is written here
 // with gqlgen's own scalar marshalers, in selection order, without its
-// executor (which spent about two thirds of such a request's CPU allocating
-// per field). The document was parsed, validated and passed the complexity
-// limit before; its variables were coerced. Anything else, an argument the
+// executor (whose allocations per field are most of such a request's
+// CPU). The document was parsed, validated and passed the complexity limit
+// before; its variables were coerced. Anything else, an argument the
 // domain refuses included (gqlgen then says why), and any answer the copy
-// cannot give, goes to gqlgen as before.
+// cannot give, goes to gqlgen.
 type fastAvailability struct{ mem AvailabilityMemory }
 
 func (f fastAvailability) around(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {

@@ -7,11 +7,11 @@ import (
 
 // longName returns the first name in a GraphQL document longer than
 // MaxNameBytes, or "" if there is none, scanning its bytes without parsing
-// (strings, block strings and comments skipped): the long-alias document
-// (880 KB of 45,000-byte aliases) is then refused before gqlgen decodes,
-// lexes, parses and validates it, which cost more CPU than any answer an
-// anonymous caller may get. The check after parsing (checkNames) stays for
-// what this does not see (persisted queries found by their hash).
+// (strings, block strings and comments skipped): a body-sized document of
+// long aliases is then refused before gqlgen decodes, lexes, parses and
+// validates it, which costs more CPU than any answer an anonymous caller
+// may get. The check after parsing (checkNames) stays for what this does
+// not see (persisted queries found by their hash).
 func longName(doc string) string {
 	for i := 0; i < len(doc); {
 		c := doc[i]

@@ -11,10 +11,10 @@ const readinessTTL = 500 * time.Millisecond
 
 // sharedReadiness runs check at most once per ttl, however many probes ask:
 // each check pings the database, reads River's migrations and goose's
-// version on the request pool, and /readyz is anyone's to call (1,245 a
-// second from 40 addresses took the whole pool, and a checkout's reserve
-// went from 5 ms to 84-127 ms p50). Probes that arrive while a check runs
-// wait for it (or their own context) and share its answer.
+// version on the request pool, and /readyz is anyone's to call (a flood
+// of probes from a few addresses would otherwise take the whole pool and
+// queue a checkout's reserve behind them). Probes that arrive while a
+// check runs wait for it (or their own context) and share its answer.
 func sharedReadiness(check Readiness, ttl time.Duration) Readiness {
 	var mu sync.Mutex
 	var at time.Time

@@ -17,10 +17,10 @@ import (
 // The WebSocket library makes the same check (its OriginPatterns stay set,
 // as a second line), but a refusal there reaches gqlgen as an error that it
 // prints with the standard library's logger, outside the structured log and
-// at no level: every refused page (and every negative test) printed a line
-// that looked like a failure. A refusal is the caller's mistake, not ours,
-// so it is logged at DEBUG, and the request log records its 403 as it does
-// every answer.
+// at no level, so every refused page (and every negative test) would print
+// a line that looks like a failure. A refusal is the caller's mistake, not
+// ours, so it is logged at DEBUG, and the request log records its 403 as it
+// does every answer.
 func refuseForeignSocketOrigins(origins []string, logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -10,9 +10,9 @@ import (
 
 // refuseUnknownCredentials answers every operation whose caller presented a
 // credential that did not authenticate (an unknown or revoked key, a forged
-// or garbled token) with UNAUTHENTICATED, saying why, before it runs. Such
-// a caller used to be served as anonymous wherever anonymous may read, so a
-// storefront whose key was revoked got 200s and never learned it. An
+// or garbled token) with UNAUTHENTICATED, saying why, before it runs. Were
+// such a caller served as anonymous wherever anonymous may read, a
+// storefront whose key was revoked would get 200s and never learn it. An
 // expired checkout token is not such a credential: it was genuine, and a
 // storefront tab left open past it keeps reading the catalog as anonymous.
 func refuseUnknownCredentials(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {

@@ -10,11 +10,11 @@ import (
 // MaxVariableValues bounds the values (numbers, strings, list elements,
 // object members) in one request's variables for a caller without a key
 // (anonymous, a checkout token): gqlgen decodes variables into generic Go
-// values at about 40-50 times their JSON's size, so 1 MB of `{"a":0}` list
-// elements took 50 MB, and 100 such requests at once 5 GB. A storefront's
-// largest (availability of 500 SKUs) has 500, a checkout's basket of 100
-// lines 400. Keys (the backend, admin imports of codes) are bounded by the
-// body size alone.
+// values at about 40-50 times their JSON's size, so a body of small list
+// elements decodes to tens of times the body bound, and concurrent
+// requests multiply that. A storefront's largest (availability of 500
+// SKUs) has 500, a checkout's basket of 100 lines 400. Keys (the backend,
+// admin imports of codes) are bounded by the body size alone.
 const MaxVariableValues = 10_000
 
 // variablesRefusal says why raw (a request's variables, JSON) is too many

@@ -162,9 +162,10 @@ func poolConfig(cfg config.Config, conn connection, purpose string, size int32) 
 	if conn.transactionPooled {
 		// PgBouncer keeps application_name per client and, when the server
 		// connection it lends last served another name, sends a SET first:
-		// one name per pool made that two extra statements (and a
-		// transaction) per lend, 1,828 in 8 s with three instances. So
-		// every pooled connection, of every instance, is "inventory".
+		// one name per pool would make that two extra statements (and a
+		// transaction) whenever a server connection passes from one pool's
+		// client to another's. So every pooled connection, of every
+		// instance, is "inventory".
 		setDefault("application_name", "inventory")
 		// A named prepared statement lives on one server connection; the
 		// next transaction may get another (PgBouncer < 1.21 does not
@@ -181,8 +182,8 @@ func poolConfig(cfg config.Config, conn connection, purpose string, size int32) 
 	setDefault("lock_timeout", strconv.FormatInt(cfg.DBLockTimeout.Milliseconds(), 10))
 	// JIT compilation pays off for long analytic queries; ours take
 	// microseconds, and a statement whose estimate crosses jit_above_cost
-	// (the relay's, whose scans are forced onto indexes, did) spent 100-160 ms
-	// compiling on every run.
+	// (the relay's, whose scans are forced onto indexes, does) spends far
+	// longer compiling than running, on every run.
 	setDefault("jit", "off")
 	return pcfg, nil
 }

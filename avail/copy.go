@@ -304,7 +304,7 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 		}
 	}
 	// One allocation for the entries and one for all their balances: this
-	// is every anonymous page view's work, and allocation was most of it.
+	// is every anonymous page view's work, and allocation is most of it.
 	found := make([]*sku, len(q.SKUs))
 	nBalances := 0
 	askedCatalog := false

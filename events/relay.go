@@ -36,17 +36,18 @@ const standByTicks = 4
 // standingBy says whether another instance is relaying: the newest
 // notification came within standByTicks ticks and carried a seq this
 // instance did not assign. Then this tick is skipped. Every instance trying
-// every tick cost each of them a transaction per tick (three instances ran
-// 1,015 relay transactions in 8 s to publish in 366); with this one
-// instance relays while it keeps publishing, and the others take over
-// within standByTicks ticks of its last notification when it stops
-// (killed or cut off; or simply idle: with nothing to publish nobody
-// notifies, see below). Who relays never matters for correctness: the
-// store's advisory lock orders relay transactions whoever runs them.
+// every tick would cost each of them a transaction per tick, most of them
+// publishing nothing; with this one instance relays while it keeps
+// publishing, and the others take over within standByTicks ticks of its
+// last notification when it stops (killed or cut off; or simply idle: with
+// nothing to publish nobody notifies, see below). Who relays never matters
+// for correctness: the store's advisory lock orders relay transactions
+// whoever runs them.
 //
 // At idle the instance that published last keeps trying every tick, and
-// the others every idleTicks ticks: an idle instance cost the primary 40
-// transactions a second, N of them 40N. The price is when that instance
+// the others every idleTicks ticks: an idle instance trying every tick
+// would cost the primary a transaction per tick (40 a second at the
+// default Tick), N of them N times that. The price is when that instance
 // is gone and the first change after a quiet spell waits up to idleTicks
 // ticks (200 ms by default) for another to publish it.
 func (b *Broker) standingBy(now time.Time, tick int64) bool {

@@ -19,8 +19,8 @@ type WaitlistChanges interface {
 // waitlistChanged subscription on this instance: every cfg.WaitlistPoll,
 // one read of the watched checkouts wakes those whose entries changed since
 // it last looked (or whose waiting entry's deadline passed), and only
-// those. Before, each subscription re-read its own entries every poll (50
-// idle subscriptions: 50 reads a poll). An entry's updated_at is its
+// those: one read a poll however many subscriptions, not one for each
+// subscription re-reading its own entries. An entry's updated_at is its
 // transaction's start, so each read looks back WaitlistChangeWindow for
 // changes committed late, and remembers each checkout's newest change so a
 // change wakes its checkout once, not at every poll of the window. The

@@ -58,11 +58,11 @@ func lockCheckoutUsage(ctx context.Context, tx pgx.Tx, checkouts, skus []string)
 // reservations_checkout_held_idx (one descent per checkout, its live holds
 // alone) and one index lookup per live hold for its lines, with units keyed
 // by SKU id, which the callers know for the SKUs they ask about (a batch from
-// its balance rows), rather than joining skus for each line's code. In the
-// bench's spread cell that took the statement from about 1,100 buffer reads
-// per batch (the whole due-holds index, then three lookups per live hold) to
-// about 300. Exactness is the lock's and the statement order's, not the
-// plan's: the same rows are counted whichever way they are found.
+// its balance rows), rather than joining skus for each line's code, or
+// walking the whole due-holds index and then three lookups per live hold,
+// which is several times the buffer reads per batch. Exactness is the
+// lock's and the statement order's, not the plan's: the same rows are
+// counted whichever way they are found.
 func queueCheckoutUsage(b *pgx.Batch, checkouts []string) map[string]*checkoutUsage {
 	checkouts = slices.Compact(slices.Sorted(slices.Values(checkouts)))
 	usage := make(map[string]*checkoutUsage, len(checkouts))

@@ -60,8 +60,8 @@ const DefaultRelayTimeout = 5 * time.Second
 //
 // The lock lives as long as the transaction, and the transaction as long as
 // the client that runs it lets it: an instance frozen inside it (SIGSTOP, a
-// long GC pause, a hung VM) kept it, and with it every instance's relay,
-// for as long as it stayed frozen, while every /readyz said 200. So the
+// long GC pause, a hung VM) would keep it, and with it every instance's
+// relay, for as long as it stays frozen, while every /readyz says 200. So the
 // transaction carries its own bounds, set for it alone (SET LOCAL, which a
 // transaction pooler keeps within the transaction): each statement and each
 // lock wait at most timeout, and each pause between statements at most
@@ -84,16 +84,16 @@ func (s *Store) StockEventsRelay(ctx context.Context, limit int, timeout time.Du
 		// The plan of every statement here must not depend on statistics:
 		// on a new database they are taken while stock_events is nearly
 		// empty, and a join planned on them (a nested loop over whole-table
-		// scans) stays in the prepared statement's cache, so each tick read
-		// the table once per event and the relay fell ever further behind
-		// (3 s per tick after 10 s of load). So there is no join, and the
-		// scans are forced onto the indexes for this transaction.
+		// scans) stays in the prepared statement's cache, so each tick would
+		// read the table once per event and the relay fall ever further
+		// behind under load. So there is no join, and the scans are forced
+		// onto the indexes for this transaction.
 		//
 		// Disabling seq scans prices the one-row stock_events_head's scan
-		// at 10^10, which put every statement here past jit_above_cost:
-		// each tick then compiled its plans with LLVM (inlining and
-		// optimization included), 0.3-1.5 s per statement under load, and
-		// that, not the batch, was the relay's lag. So JIT is off here too.
+		// at 10^10, which puts every statement here past jit_above_cost:
+		// each tick would then compile its plans with LLVM (inlining and
+		// optimization included), which under load takes far longer than
+		// the batch and becomes the relay's lag. So JIT is off here too.
 		//
 		// The bounds are set in the statement that takes the lock, so no
 		// pause of this transaction while it holds the lock is unbounded
@@ -166,9 +166,8 @@ func (s *Store) StockEventsAfter(ctx context.Context, after int64, limit int) ([
 // the head and how stale a reader that has applied through it can be (see
 // AvailabilityHead). A broker's fetch of new events learns both in the one
 // transaction it runs anyway, and the availability copy takes the head from
-// there instead of asking for it again after every fetch (one query per
-// fetch per instance: a third of the statements of three idle-ish
-// instances).
+// there instead of asking for it again after every fetch (one more query
+// per fetch per instance, a large share of what an idle instance sends).
 func (s *Store) StockEventsFetch(ctx context.Context, after int64, limit int) ([]domain.StockEvent, domain.StockHead, error) {
 	events, head, err := s.stockEventsAfter(ctx, after, limit, true)
 	head.At = time.Now()
@@ -189,8 +188,8 @@ func (s *Store) stockEventsAfter(ctx context.Context, after int64, limit int, wi
 		var pruned int64
 		if withHead {
 			// A statement of its own: joined to stock_events_pruned in one
-			// statement its plan took 300-600 ms under 32 writers, which
-			// every subscriber's events then waited for.
+			// statement, its plan is slow under many concurrent writers,
+			// and every subscriber's events would wait for it.
 			var secs float64
 			if err := tx.QueryRow(ctx, headLag).Scan(&head.Seq, &secs); err != nil {
 				return err

@@ -37,8 +37,8 @@ func (s *Store) PreorderSet(ctx context.Context, in domain.SetPreorderInput) (do
 // (each allocation lowers pending_supply with preordered), then lowers
 // pending_supply by the rest of what arrived, down to what is still owed to
 // waiting pre-orders. Expected supply that has arrived is stock, not a
-// promise any more: counted as both, it let new pre-orders be sold against
-// units that would never come. It returns how many units went to
+// promise any more: counted as both, it would let new pre-orders be sold
+// against units that never come. It returns how many units went to
 // pre-orders. The caller holds the balance row lock.
 func supplyArrived(ctx context.Context, tx pgx.Tx, k balanceKey, arrived int) (int, error) {
 	filled, err := allocatePreorders(ctx, tx, k)

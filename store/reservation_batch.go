@@ -311,7 +311,8 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 	var claimed int
 	// The statement is the function's (migration 00019), written out there:
 	// its plan then outlives the transaction also through a transaction
-	// pooler, where it was planned anew for every batch (2 ms).
+	// pooler, where a statement sent from here is planned anew for every
+	// batch.
 	err := tx.QueryRow(ctx, `SELECT inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
 		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[],
 		$12::uuid[], $13::text[], $14::bigint[], $15::bool[])`,

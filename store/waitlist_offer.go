@@ -112,11 +112,11 @@ type offerScope struct {
 // what is free on a balance, or across a SKU's balances for an entry
 // without a location, one descent of waitlist_entries_fit_idx or
 // waitlist_entries_unlocated_idx each. As EXISTS (… quantity <= free), a
-// plan made before the table was first analyzed read the whole line of the
-// SKU (10,000 entries, 2 ms, under the balance lock of every release and
-// expiry: 500 holds expired in 2.49 s against 0.78 s without a line). With
-// nobody waiting, as is usual, the statement is a few index probes, sent
-// in the round trip of the freeing path's own last statement.
+// plan made before the table is first analyzed can read the whole line of
+// the SKU, under the balance lock of every release and expiry, so a long
+// line would slow every hold's end on its SKU. With nobody waiting, as is
+// usual, the statement is a few index probes, sent in the round trip of
+// the freeing path's own last statement.
 //
 // What is free on an added balance is read from the row as the lock
 // returned it (the newest version), not from the statement's snapshot.
