@@ -18,7 +18,8 @@ import (
 )
 
 // Config is the server's whole configuration, read from the environment.
-// README.md lists every variable with its default.
+// docs/configuration.md (generated from Settings) lists every variable with
+// its default.
 type Config struct {
 	DatabaseURL        string         // DATABASE_URL (required): request traffic, may be PgBouncer in transaction mode
 	DatabaseDirectURL  string         // DATABASE_DIRECT_URL: what needs a session (migrations, LISTEN, River); DATABASE_URL when unset

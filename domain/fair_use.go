@@ -11,7 +11,7 @@ const CodeLimitExceeded ErrorCode = "LIMIT_EXCEEDED"
 // with one token cannot take a flash sale's every unit, or keep it for a day.
 // Service and admin keys are the shop's own backends and are bound only by the
 // input limits (MaxHoldTTL and the rest). Zero fields are not allowed; the
-// server's configuration fills every one (README "Limits").
+// server's configuration fills every one (docs/api.md, "Limits").
 type FairUse struct {
 	MaxHoldTTL      int // seconds a checkout token's reserve or extend may ask for
 	MaxHoldLifetime int // seconds from a hold's creation past which no extension moves its deadline

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits every entry point enforces; README.md documents them. They are
+// Limits every entry point enforces; docs/api.md ("Limits") documents them. They are
 // constants rather than settings because clients are written against them.
 const (
 	MaxIdentifierLength   = 128           // checkoutId, requestKey, orderRef, SKU and location codes

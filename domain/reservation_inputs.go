@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// Reservation limits, documented in README.md.
+// Reservation limits, documented in docs/api.md ("Limits").
 const (
 	MaxBasketLines     = 100
 	DefaultHoldTTL     = 900   // seconds

@@ -22,7 +22,7 @@ const (
 	WaitlistExpired WaitlistStatus = "EXPIRED"
 )
 
-// Waitlist limits, documented in README.md. An entry's TTL is how long it
+// Waitlist limits, documented in docs/api.md ("Limits"). An entry's TTL is how long it
 // waits in line; the hold it is offered has the reserve default
 // (DefaultHoldTTL), capped for a checkout token by FairUse.MaxHoldTTL.
 const (

@@ -9,7 +9,7 @@ import (
 )
 
 // The deadline is checked after the reservation's row lock is granted (docs/design.md,
-// "Confirm / release / expire"): a confirm or extend that started before the
+// "The hold state machine"): a confirm or extend that started before the
 // deadline but had to wait for the lock until after it is RESERVATION_EXPIRED.
 //
 // The lock here is held by a transaction that then changes nothing, as the
