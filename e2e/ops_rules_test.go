@@ -73,3 +73,56 @@ func TestShippedAlertRulesAndDashboard(t *testing.T) {
 		}
 	}
 }
+
+// alertRule is one alert of ops/prometheus/alerts.yml.
+type alertRule struct {
+	name, runbookURL string
+}
+
+var (
+	alertLine   = regexp.MustCompile(`^\s*- alert:\s*(\S+)\s*$`)
+	recordLine  = regexp.MustCompile(`^\s*- record:`)
+	runbookLine = regexp.MustCompile(`^\s*runbook_url:\s*"?([^"\s]*)"?\s*$`)
+)
+
+// alertRules reads the alerts of ops/prometheus/alerts.yml and their
+// runbook_url annotations, line by line (promtool has checked the YAML).
+func alertRules(t *testing.T) []alertRule {
+	t.Helper()
+	raw, err := os.ReadFile(repo("ops/prometheus/alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []alertRule
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := alertLine.FindStringSubmatch(line); m != nil {
+			rules = append(rules, alertRule{name: m[1]})
+			in = true
+		} else if recordLine.MatchString(line) {
+			in = false
+		} else if m := runbookLine.FindStringSubmatch(line); m != nil && in {
+			rules[len(rules)-1].runbookURL = m[1]
+		}
+	}
+	if len(rules) == 0 {
+		t.Fatal("no alerts found in ops/prometheus/alerts.yml")
+	}
+	return rules
+}
+
+// TestOpsAlertsHaveRunbooks: every shipped alert carries a runbook_url, from
+// the repository's root, to its own section of docs/operations/alerts.md
+// (the heading is the alert's name), and that section exists.
+func TestOpsAlertsHaveRunbooks(t *testing.T) {
+	for _, a := range alertRules(t) {
+		want := "docs/operations/alerts.md#" + githubSlug(a.name)
+		if a.runbookURL != want {
+			t.Errorf("alert %s: runbook_url %q, want %q", a.name, a.runbookURL, want)
+			continue
+		}
+		if err := checkRepoLink(".", "", a.runbookURL); err != nil {
+			t.Errorf("alert %s: runbook_url %s: %v", a.name, a.runbookURL, err)
+		}
+	}
+}
