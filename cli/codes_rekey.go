@@ -35,7 +35,7 @@ ciphertext and key id change: no code is lost, duplicated or changed.
 Stopping it (Ctrl-C, a crash) loses nothing: run it again and it goes on
 where it stopped. Then webhook secrets are sealed again under the same key.
 When it says so, the older keys can be removed from INVENTORY_CODES_KEY
-(docs/operations.md, "Rotating the codes key").`,
+(docs/operations/secrets-rotation.md, "Codes key").`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 || batch > store.MaxRekeyBatch {

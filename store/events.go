@@ -19,7 +19,7 @@ const relayLock = RelayLockKey
 
 // RelayLockKey is the advisory lock key (pg_advisory_xact_lock's bigint)
 // that the relay holds while it assigns seq: what on-call looks for in
-// pg_locks when the stream stalls (docs/operations.md), and what the tests
+// pg_locks when the stream stalls (docs/operations/failure-modes.md, "The stream stalls"), and what the tests
 // that freeze or imitate a holder take.
 const RelayLockKey int64 = 0x1_4E5E_47_E7E7
 
