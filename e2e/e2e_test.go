@@ -53,7 +53,15 @@ func TestServerEndToEnd(t *testing.T) {
 			OnHand   int    `json:"onHand"`
 		} `json:"locations"`
 	}
-	ts.mustData(ts.gql("", `{ availability(skus: ["HP-1", "NOPE"]) { sku available locations { location onHand } } }`, nil), "availability", &avail)
+	// availability is for display: it may be up to
+	// INVENTORY_AVAILABILITY_MAX_LAG (1 s) behind the write (docs/api.md,
+	// "Freshness"), so the adjustment must show within that bound.
+	readAvailability := func() bool {
+		avail = nil
+		ts.mustData(ts.gql("", `{ availability(skus: ["HP-1", "NOPE"]) { sku available locations { location onHand } } }`, nil), "availability", &avail)
+		return len(avail) == 2 && avail[0] != nil && avail[0].Available == 7
+	}
+	waitUntil(t, 1500*time.Millisecond, "availability to show the adjustment within the copy's bound", readAvailability)
 	if len(avail) != 2 || avail[0] == nil || avail[0].Available != 7 || avail[1] != nil || avail[0].Locations[0].Location != "AMS" {
 		t.Fatalf("availability: %+v", avail)
 	}
