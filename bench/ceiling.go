@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,14 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
-	"time"
 )
 
 // The ceiling is the availability row's second baseline: what any HTTP
@@ -99,36 +93,19 @@ func ceilingHandler(avail map[string]int) http.Handler {
 }
 
 // serveCeiling is `bench -ceiling-serve`: it reads the SKU → available map
-// as JSON from stdin, listens on a loopback port, prints "serving on URL"
-// and serves until stdin closes or SIGTERM.
+// as JSON from stdin and serves it (serveChild) until stdin closes.
 func serveCeiling() error {
 	var avail map[string]int
-	dec := json.NewDecoder(os.Stdin)
-	if err := dec.Decode(&avail); err != nil {
-		return fmt.Errorf("ceiling: read the map: %w", err)
+	if err := readChildConfig("ceiling", os.Stdin, &avail); err != nil {
+		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("ceiling: listen: %w", err)
-	}
-	srv := &http.Server{Handler: ceilingHandler(avail), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("serving on http://%s\n", ln.Addr())
-	go func() {
-		// The parent closes stdin (or dies) when it is done.
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		_ = srv.Close()
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("ceiling: %w", err)
-	}
-	return nil
+	return serveChild("ceiling", os.Stdin, ceilingHandler(avail))
 }
 
 // ceilingProc is the running ceiling child.
 type ceilingProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	gql   *gqlClient
+	*childProc
+	gql *gqlClient
 	// mismatch, if not empty, is how the ceiling's answer differed from
 	// our server's for the same request.
 	mismatch string
@@ -153,36 +130,12 @@ func (b *bench) startCeiling(ctx context.Context, httpClients int) (*ceilingProc
 			avail[a.SKU] = a.Available
 		}
 	}
-	self, err := os.Executable()
+	child, err := startChild("ceiling", "-ceiling-serve", avail)
 	if err != nil {
-		return nil, fmt.Errorf("ceiling: %w", err)
+		return nil, err
 	}
-	cmd := exec.Command(self, "-ceiling-serve")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("ceiling: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("ceiling: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("ceiling: start: %w", err)
-	}
-	p := &ceilingProc{cmd: cmd, stdin: stdin}
-	if err := json.NewEncoder(stdin).Encode(avail); err != nil {
-		p.stop()
-		return nil, fmt.Errorf("ceiling: send the map: %w", err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
-	if err != nil || !ok {
-		p.stop()
-		return nil, fmt.Errorf("ceiling: did not start: %q %v", line, err)
-	}
-	p.gql = newGQLClient(url, httpClients)
+	p := &ceilingProc{childProc: child}
+	p.gql = newGQLClient(child.url, httpClients)
 	// Like for like: the ceiling must write the bytes our server writes.
 	probe := []byte(`{"query":"` + availabilityQuery + `","variables":{"s":["` + strings.Join(b.cat.spread[:3], `","`) + `"]}}`)
 	theirs, err1 := p.gql.post(ctx, probe, "", nil)
@@ -193,19 +146,6 @@ func (b *bench) startCeiling(ctx context.Context, httpClients int) (*ceilingProc
 		p.mismatch = fmt.Sprintf("the ceiling answers %.200q where our server answers %.200q (%v)", theirs, oursAns, err)
 		logf("ceiling: %s", p.mismatch)
 	}
-	logf("ceiling: minimal net/http handler (pid %d) on %s, %d SKUs", cmd.Process.Pid, url, len(avail))
+	logf("ceiling: minimal net/http handler (pid %d) on %s, %d SKUs", p.pid(), p.url, len(avail))
 	return p, nil
-}
-
-// stop closes the child's stdin, which ends it, and waits for it.
-func (p *ceilingProc) stop() {
-	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,13 @@ type catalog struct {
 
 const spreadSKUs = 10_000
 
+// The stock of every spread SKU and of the hot SKU, ours and the baselines'
+// alike: enough that no cell runs out.
+const (
+	spreadOnHand = 1_000_000
+	hotOnHand    = 1_000_000_000
+)
+
 // seed loads the catalog in one transaction with plain SQL: 20,000 SKUs
 // through the API would take longer than the benchmark. Every balance gets
 // a matching "received" ledger row, so reconciliation stays empty.
@@ -79,7 +87,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool) (catalog, error) {
 			`INSERT INTO skus (code, name, kind) VALUES ('HOT', 'bench hot', 'quantity'), ('PGB-HOT', 'pgbench hot', 'quantity'),
 				('CODES', 'bench codes', 'codes'), ('PGB-CODES', 'pgbench codes', 'codes')`,
 			`INSERT INTO balances (sku_id, location_id, on_hand)
-				SELECT s.id, l.id, CASE WHEN s.code IN ('HOT', 'PGB-HOT') THEN 1000000000 ELSE 1000000 END
+				SELECT s.id, l.id, CASE WHEN s.code IN ('HOT', 'PGB-HOT') THEN ` + strconv.Itoa(hotOnHand) + ` ELSE ` + strconv.Itoa(spreadOnHand) + ` END
 				FROM skus s CROSS JOIN locations l WHERE s.kind = 'quantity'`,
 			`INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, cause, reference, actor)
 				SELECT sku_id, location_id, on_hand, 'received', 'bench seed', 'bench' FROM balances`,
@@ -109,27 +117,38 @@ func seed(ctx context.Context, pool *pgxpool.Pool) (catalog, error) {
 // after the server has started: the start-up key check would refuse the
 // dummy rows' key id.
 func seedPgbenchCodes(ctx context.Context, pool *pgxpool.Pool, c *catalog, n int) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	line, err := seedDummyCodes(ctx, pool, c.pgCodesSKU, c.loc, n, "pgbench")
+	c.pgCodesLine = line
+	return err
+}
+
+// seedDummyCodes gives a CODES SKU of a baseline's (pgbench's, the naive
+// server's) its balance of n dummy code rows, with their ledger row and
+// batch, and a released reservation line named ref that held rows point
+// at; it returns the line's id.
+func seedDummyCodes(ctx context.Context, pool *pgxpool.Pool, sku, loc int64, n int, ref string) (line int64, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var batch int64
 		if err := tx.QueryRow(ctx, `
 			WITH b AS (INSERT INTO balances (sku_id, location_id, on_hand) VALUES ($1, $2, $3) RETURNING sku_id, location_id),
 			m AS (INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, cause, reference, actor)
-				SELECT sku_id, location_id, $3, 'imported', 'pgbench codes', 'bench' FROM b)
+				SELECT sku_id, location_id, $3, 'imported', $4::text || ' codes', 'bench' FROM b)
 			INSERT INTO code_batches (sku_id, location_id, batch_ref, received, inserted, actor)
-			VALUES ($1, $2, 'pgbench', $3, $3, 'bench') RETURNING id`, c.pgCodesSKU, c.loc, n).Scan(&batch); err != nil {
-			return fmt.Errorf("pgbench codes balance: %w", err)
+			VALUES ($1, $2, $4, $3, $3, 'bench') RETURNING id`, sku, loc, n, ref).Scan(&batch); err != nil {
+			return fmt.Errorf("%s codes balance: %w", ref, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO codes (sku_id, location_id, batch_id, ciphertext, key_id, fingerprint)
-			SELECT $1, $2, $3, '\x00'::bytea, 'pgbench-dummy', int8send(g) FROM generate_series(1, $4::int) g`,
-			c.pgCodesSKU, c.loc, batch, n); err != nil {
-			return fmt.Errorf("pgbench codes: %w", err)
+			SELECT $1, $2, $3, '\x00'::bytea, $5::text || '-dummy', int8send(g) FROM generate_series(1, $4::int) g`,
+			sku, loc, batch, n, ref); err != nil {
+			return fmt.Errorf("%s codes: %w", ref, err)
 		}
 		return tx.QueryRow(ctx, `
 			WITH r AS (INSERT INTO reservations (checkout_id, request_key, fingerprint, status, expires_at, ended_at, release_reason)
-				VALUES ('pgbench', 'pgbench', '\x00', 'released', now(), now(), 'other') RETURNING id)
+				VALUES ($3, $3, '\x00', 'released', now(), now(), 'other') RETURNING id)
 			INSERT INTO reservation_lines (reservation_id, line_no, sku_id, location_id, quantity)
-			SELECT id, 0, $1, $2, 1 FROM r RETURNING id`, c.pgCodesSKU, c.loc).Scan(&c.pgCodesLine)
+			SELECT id, 0, $1, $2, 1 FROM r RETURNING id`, sku, loc, ref).Scan(&line)
 	})
+	return line, err
 }
 
 // resetPgbenchRows gives back what a baseline cell claimed, outside the

@@ -6,7 +6,9 @@
 // and then our cells over HTTP/GraphQL, interleaved, so both see the same
 // machine state; the availability rows also run after a ceiling cell, a
 // minimal net/http handler answering the same request from a map
-// (ceiling.go). Then the subscriber rows (fanout.go, fanout_rows.go), an
+// (ceiling.go), and the write rows after a naive server's cell, what a team
+// writes from the seeds in an afternoon (naive.go), with the CPU each side
+// used per 1,000 holds. Then the subscriber rows (fanout.go, fanout_rows.go), an
 // "under attack" row and an expiry storm. It prints a
 // markdown table and writes it with an SVG chart to bench/results/.
 //
@@ -81,6 +83,11 @@ type bench struct {
 	serviceKey string
 	shoppers   *shoppers    // checkouts and their tokens, per client
 	ceiling    *ceilingProc // the availability rows' second baseline, when they run
+	naive      *naiveProc   // the write rows' second baseline, when they run
+	naiveCat   naiveCatalog // the naive server's SKUs
+	// postmaster is the bench database's PostgreSQL, whose CPU the write
+	// rows measure; 0 when it is not on this machine
+	postmaster int
 	sqlDir     string
 }
 
@@ -120,13 +127,16 @@ func main() {
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, waitlist, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
 	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
+	naiveServe := flag.Bool("naive-serve", false, "internal: be the naive server the write rows are compared with (naive.go)")
 	flag.Parse()
-	if *ceilingServe {
-		if err := serveCeiling(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+	for role, on := range map[string]bool{"-ceiling-serve": *ceilingServe, "-naive-serve": *naiveServe} {
+		if on {
+			if err := childRoles[role](); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
 	}
 	for f := range strings.SplitSeq(only, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -228,6 +238,24 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 	if b.ceiling != nil && b.ceiling.mismatch != "" {
 		rep.notes = append(rep.notes, "ceiling: not like for like: "+b.ceiling.mismatch)
 	}
+	if naiveWanted(o) {
+		// Seeded after our server started, like pgbench's codes: the
+		// start-up key check would refuse the dummy codes.
+		st := naiveStock{spread: spreadSKUs, spreadOnHand: spreadOnHand, hotOnHand: hotOnHand, codes: codesStock(o)}
+		if b.naiveCat, err = seedNaive(ctx, b.pool, b.cat.loc, st); err != nil {
+			return false, err
+		}
+		if b.naive, err = b.startNaive(max(maxClients, 32) + 8); err != nil {
+			return false, err
+		}
+		defer b.naive.stop()
+	}
+	if b.postmaster, err = findPostmaster(ctx, b.pool); err != nil {
+		return false, err
+	}
+	if b.postmaster == 0 {
+		rep.notes = append(rep.notes, "PostgreSQL is not on this machine (or not readable in /proc): no CPU per 1,000 holds")
+	}
 	if err := b.runCells(ctx, rep); err != nil {
 		return false, err
 	}
@@ -284,10 +312,16 @@ func (rep *report) write(ctx context.Context, o options) (failed bool, err error
 	return failed, ctx.Err()
 }
 
-// importCodes stocks our CODES SKU through the real CLI import, with
-// enough codes for every CODES cell at codesRate reserves/s.
+// codesStock is how many codes our CODES SKU gets, and the naive server's
+// too: enough for every CODES cell at codesRate reserves/s.
+func codesStock(o options) int {
+	return max(200, int(float64(len(o.clients))*o.cellDur.Seconds()*float64(o.codesRate)))
+}
+
+// importCodes stocks our CODES SKU through the real CLI import with
+// codesStock codes.
 func (b *bench) importCodes(ctx context.Context, env []string, dir string) error {
-	n := max(200, int(float64(len(b.opts.clients))*b.opts.cellDur.Seconds()*float64(b.opts.codesRate)))
+	n := codesStock(b.opts)
 	path := filepath.Join(dir, "codes.txt")
 	f, err := os.Create(path)
 	if err != nil {
@@ -336,109 +370,6 @@ func (b *bench) waitStartupReconcile(ctx context.Context) error {
 	}
 	logf("the start-up reconciliation job has not completed within 60s; going on")
 	return nil
-}
-
-// runCells runs, for each client count, each baseline cell followed by
-// the scenarios compared with it.
-func (b *bench) runCells(ctx context.Context, rep *report) error {
-	cell := 0
-	kept := 0 // cells per client count: the scenarios run and their baselines
-	for _, base := range baselines {
-		if baselineWanted(b.opts, base.key) {
-			kept++
-		}
-	}
-	for _, sc := range scenarios {
-		if b.opts.wants(sc.key) {
-			kept++
-		}
-	}
-	total := len(b.opts.clients) * kept
-	for _, clients := range b.opts.clients {
-		baseOps := map[string]float64{} // each baseline's ops/s at this client count
-		for _, base := range baselines {
-			if !baselineWanted(b.opts, base.key) {
-				continue
-			}
-			cell++
-			logf("[%d/%d] %s, %d clients", cell, total, base.name, clients)
-			var res loadResult
-			if base.http != nil {
-				res = closedLoop(ctx, clients, b.opts.cellDur, base.http(b, cell, clients))
-				if res.failed > 0 {
-					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
-				}
-			} else {
-				var err error
-				if res, err = runPgbench(ctx, b.dbURL, b.sqlDir, base.script, clients, b.opts.cellDur, b.cat); err != nil {
-					return err
-				}
-				if err := resetPgbenchRows(ctx, b.pool, b.cat); err != nil {
-					return err
-				}
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			logf("  %.0f tps, p50 %.2f ms, p99 %.2f ms", res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99))
-			rep.rows = append(rep.rows, row{key: base.key, name: base.name, baseline: true, clients: clients, res: res})
-			baseOps[base.key] = res.opsPerSec()
-			for _, sc := range scenarios {
-				if sc.after() != base.key || !b.opts.wants(sc.key) {
-					continue
-				}
-				cell++
-				logf("[%d/%d] %s, %d clients", cell, total, sc.name, clients)
-				rss := sampleRSS(b.srv.cmd.Process.Pid)
-				var bg chan loadResult
-				if sc.background != nil {
-					bg = make(chan loadResult, 1)
-					load := sc.background(b, cell, clients)
-					go func() { bg <- closedLoop(ctx, clients, b.opts.cellDur, load) }()
-				}
-				res := closedLoop(ctx, clients, b.opts.cellDur, sc.make(b, cell, clients))
-				if bg != nil {
-					if r := <-bg; r.failed > 0 {
-						logf("  background load: %d requests failed, first: %v", r.failed, r.firstErr)
-					} else {
-						logf("  background load: %.0f ops/s", r.opsPerSec())
-					}
-				}
-				r := row{key: sc.key, name: sc.name, clients: clients, res: res, baseOps: baseOps[sc.base], target: sc.target,
-					ceilOps: baseOps[sc.ceiling], ceilTarget: sc.ceilingTarget, rssMB: rss.done()}
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				problem, err := b.checkInvariants(ctx)
-				if err != nil {
-					return err
-				}
-				r.check = "ok"
-				if problem != "" {
-					r.check = "FAIL: " + problem
-				}
-				if res.failed > 0 {
-					logf("  %d requests failed, first: %v", res.failed, res.firstErr)
-				}
-				logf("  %.0f ops/s, p50 %.1f ms, p99 %.1f ms, ratio %.2f%s, RSS %.0f MB, check %s",
-					res.opsPerSec(), res.lat.quantile(0.5), res.lat.quantile(0.99), r.ratio(), r.ceilingNote(), r.rssMB, r.check)
-				rep.peakRSS = max(rep.peakRSS, r.rssMB)
-				rep.rows = append(rep.rows, r)
-			}
-		}
-	}
-	return nil
-}
-
-// baselineWanted says whether a baseline row runs: when one of the
-// scenarios compared with it does.
-func baselineWanted(o options, key string) bool {
-	for _, sc := range scenarios {
-		if (sc.base == key || sc.ceiling == key) && o.wants(sc.key) {
-			return true
-		}
-	}
-	return false
 }
 
 // scenarioKeys lists the scenario keys, for -only.

@@ -21,6 +21,12 @@ type row struct {
 	ceilTarget target
 	rssMB      float64
 	check      string // ours: "ok" or what failed
+	// ours: the pgbench and naive server rows at the same client count
+	// (nil without one)
+	pgbench, naive *row
+	// the write rows' CPU over the cell (ours, pgbench's, the naive
+	// server's), nil for the others or where it cannot be read
+	cpu *cellCPU
 }
 
 func (r row) ratio() float64 {
@@ -44,6 +50,22 @@ func (r row) ceilingNote() string {
 		return ""
 	}
 	return fmt.Sprintf(", to the ceiling %.2f", r.ceilingRatio())
+}
+
+// naiveRatio is ours over the naive server, 0 without one.
+func (r row) naiveRatio() float64 {
+	if r.naive == nil || r.naive.res.opsPerSec() <= 0 {
+		return 0
+	}
+	return r.res.opsPerSec() / r.naive.res.opsPerSec()
+}
+
+// naiveNote is ", to the naive server 0.42" for a write row.
+func (r row) naiveNote() string {
+	if r.naive == nil {
+		return ""
+	}
+	return fmt.Sprintf(", to the naive server %.2f", r.naiveRatio())
 }
 
 // report is everything the run measured, rendered as markdown and SVG.
@@ -73,11 +95,11 @@ func (rep *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# make bench, %s\n\n", rep.started.Format("2006-01-02 15:04 MST"))
 	if len(rep.rows) > 0 { // -only scaleout has none
-		fmt.Fprintf(&b, "%s per cell, closed loop; ours over HTTP/GraphQL to the real server binary, baseline pgbench on the same PostgreSQL and schema; cells interleaved per client count. Latency in ms. Each of our rows is compared with its pgbench row at the same client count (reserve → confirm pairs with the spread claim, availability with the 20-SKU read), and the availability rows also with the ceiling: a minimal net/http handler (bench/ceiling.go) answering the same request from a Go map with encoding/json, no GraphQL, no database, under the same load generator. Baseline p50/p99 come from pgbench's per-transaction log (`--log`). Targets are shown, not enforced.\n\n", rep.cellDur)
-		b.WriteString("| scenario | clients | ops/s | p50 | p99 | failed | ratio to pgbench | target | ratio to ceiling | target | server RSS MB | check |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---|\n")
+		fmt.Fprintf(&b, "%s per cell, closed loop; ours over HTTP/GraphQL to the real server binary, baseline pgbench on the same PostgreSQL and schema; cells interleaved per client count. Latency in ms. Each of our rows is compared with its pgbench row at the same client count (reserve → confirm pairs with the spread claim, availability with the 20-SKU read), and the availability rows also with the ceiling: a minimal net/http handler (bench/ceiling.go) answering the same request from a Go map with encoding/json, no GraphQL, no database, under the same load generator. The write rows are also compared with the naive server (bench/naive.go): net/http + encoding/json + a pgxpool running the same claim and an insert of a hold row in one transaction per request, no GraphQL, no coalescing, no ledger, events or expiry jobs, on SKUs stocked as ours; and show the CPU each side used per 1,000 holds, server process and the whole PostgreSQL cluster, from /proc (pgbench has no server). Baseline p50/p99 come from pgbench's per-transaction log (`--log`). Targets are shown, not enforced.\n\n", rep.cellDur)
+		b.WriteString("| scenario | clients | ops/s | p50 | p99 | failed | ratio to pgbench | target | ratio to ceiling | target | ours / naive ops/s | ratio to naive | CPU s per 1,000 holds: server + PostgreSQL | server RSS MB | check |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|\n")
 		for _, r := range rep.rows {
-			ratio, tgt, ceil, ceilTgt, rss, check := "", "", "", "", "", ""
+			ratio, tgt, ceil, ceilTgt, vsNaive, naiveRatio, rss, check := "", "", "", "", "", "", "", ""
 			if !r.baseline {
 				ratio = fmt.Sprintf("%.2f", r.ratio())
 				if r.target.clients == r.clients {
@@ -89,12 +111,18 @@ func (rep *report) markdown() string {
 						ceilTgt = fmt.Sprintf("≥ %g %s", r.ceilTarget.ratio, mark(r.ceilingRatio() >= r.ceilTarget.ratio))
 					}
 				}
+				if r.naive != nil {
+					vsNaive = fmt.Sprintf("%.0f / %.0f", r.res.opsPerSec(), r.naive.res.opsPerSec())
+					naiveRatio = fmt.Sprintf("%.2f", r.naiveRatio())
+				}
 				rss = fmt.Sprintf("%.0f", r.rssMB)
 				check = r.check
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %s |\n",
-				r.name, r.clients, r.res.opsPerSec(), r.res.lat.quantile(0.5), r.res.lat.quantile(0.99), r.res.failed, ratio, tgt, ceil, ceilTgt, rss, check)
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.name, r.clients, r.res.opsPerSec(), r.res.lat.quantile(0.5), r.res.lat.quantile(0.99), r.res.failed, ratio, tgt, ceil, ceilTgt,
+				vsNaive, naiveRatio, r.cpuCell(), rss, check)
 		}
+		b.WriteString(rep.oneClientMarkdown())
 	}
 	if s := rep.storm; s != nil {
 		b.WriteString("\n## Expiry storm\n\n")

@@ -10,18 +10,32 @@ import (
 	"strconv"
 )
 
-// baseline is one pgbench script: the SQL our scenarios are compared with.
+// baseline is one pgbench script, or a closed loop of HTTP requests to a
+// child server of the bench's: the work our scenarios are compared with.
 type baseline struct {
 	key, name, script string
 	// http, when set, makes this baseline a closed loop of these requests
-	// to the ceiling handler (ceiling.go) instead of a pgbench script.
+	// to the ceiling handler (ceiling.go) or the naive server (naive.go)
+	// instead of a pgbench script.
 	http func(b *bench, cell, clients int) op
+	// naive marks the naive server's cells: they need its child and are
+	// restocked after each cell (resetNaive).
+	naive bool
+	// writes marks the cells that make holds, whose CPU per 1,000 holds
+	// is measured: pgbench's claims and the naive server's.
+	writes bool
 }
 
+// The order is the order of the cells at each client count: each write
+// row's pgbench cell, then its naive cell, then ours (after the later).
 var baselines = []baseline{
-	{key: "spread", name: "pgbench: claim CTE, 10,000 SKUs", script: "claim_spread.sql"},
-	{key: "hot", name: "pgbench: claim CTE, one SKU", script: "claim_hot.sql"},
-	{key: "codes", name: "pgbench: code claim, SKIP LOCKED", script: "claim_code.sql"},
+	{key: "spread", name: "pgbench: claim CTE, 10,000 SKUs", script: "claim_spread.sql", writes: true},
+	{key: "naive-spread", name: "naive: net/http + pgxpool, claim CTE + hold row, 10,000 SKUs", http: naiveReserveOp(naiveSpreadSKU), naive: true, writes: true},
+	{key: "naive-confirm", name: "naive: reserve → confirm pairs, 10,000 SKUs", http: naiveReserveConfirmOp, naive: true, writes: true},
+	{key: "hot", name: "pgbench: claim CTE, one SKU", script: "claim_hot.sql", writes: true},
+	{key: "naive-hot", name: "naive: claim CTE + hold row, one SKU", http: naiveReserveOp(naiveHotSKU), naive: true, writes: true},
+	{key: "codes", name: "pgbench: code claim, SKIP LOCKED", script: "claim_code.sql", writes: true},
+	{key: "naive-codes", name: "naive: code claim SKIP LOCKED + hold row", http: naiveReserveOp(naiveCodesSKU), naive: true, writes: true},
 	{key: "read", name: "pgbench: 20-SKU balance read", script: "read20.sql"},
 	{key: "ceiling-post", name: "ceiling: net/http + encoding/json from a map, POST", http: availabilityOp(ceiling)},
 	{key: "ceiling-get", name: "ceiling: net/http + encoding/json from a map, APQ GET", http: availabilityGetOp(ceiling)},
@@ -34,11 +48,12 @@ type target struct {
 }
 
 // scenario is one of our rows: an operation over HTTP/GraphQL, compared
-// with the pgbench baseline named by base and, for availability, with the
-// ceiling baseline named by ceiling. It runs right after the later of the two.
+// with the pgbench baseline named by base, for availability also with the
+// ceiling baseline named by ceiling, and for the write rows with the naive
+// server's baseline named by naive. It runs right after the last of them.
 type scenario struct {
-	key, name, base, ceiling string
-	target, ceilingTarget    target
+	key, name, base, ceiling, naive string
+	target, ceilingTarget           target
 	// make returns the per-request function for one cell; cell makes
 	// request keys unique across cells.
 	make func(b *bench, cell, clients int) op
@@ -47,20 +62,28 @@ type scenario struct {
 	background func(b *bench, cell, clients int) op
 }
 
-// after is the baseline the scenario runs after: the last it is compared with.
+// after is the baseline the scenario runs after: the last, in the order
+// of baselines, of those it is compared with.
 func (sc scenario) after() string {
-	if sc.ceiling != "" {
-		return sc.ceiling
+	last, at := "", -1
+	for i, base := range baselines {
+		if (base.key == sc.base || base.key == sc.ceiling || base.key == sc.naive) && i > at {
+			last, at = base.key, i
+		}
 	}
-	return sc.base
+	return last
 }
 
+// writes says whether the scenario is a write row: one compared with the
+// naive server, whose CPU per 1,000 holds is measured.
+func (sc scenario) writes() bool { return sc.naive != "" }
+
 var scenarios = []scenario{
-	{key: "spread-token", name: "reserve 1 of 10,000 SKUs (checkout token)", base: "spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, true)},
-	{key: "spread-service", name: "reserve 1 of 10,000 SKUs (service key)", base: "spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, false)},
-	{key: "reserve-confirm", name: "reserve → confirm pairs (token, then service key)", base: "spread", make: reserveConfirmOp},
-	{key: "hot", name: "reserve on one hot SKU (checkout token)", base: "hot", target: target{64, 5}, make: reserveOp(func(b *bench) string { return b.cat.hot }, true)},
-	{key: "codes", name: "reserve a CODES SKU (checkout token)", base: "codes", target: target{32, 0.5}, make: reserveOp(func(b *bench) string { return b.cat.codesSKU }, true)},
+	{key: "spread-token", name: "reserve 1 of 10,000 SKUs (checkout token)", base: "spread", naive: "naive-spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, true)},
+	{key: "spread-service", name: "reserve 1 of 10,000 SKUs (service key)", base: "spread", naive: "naive-spread", target: target{32, 0.5}, make: reserveOp(spreadSKU, false)},
+	{key: "reserve-confirm", name: "reserve → confirm pairs (token, then service key)", base: "spread", naive: "naive-confirm", make: reserveConfirmOp},
+	{key: "hot", name: "reserve on one hot SKU (checkout token)", base: "hot", naive: "naive-hot", target: target{64, 5}, make: reserveOp(func(b *bench) string { return b.cat.hot }, true)},
+	{key: "codes", name: "reserve a CODES SKU (checkout token)", base: "codes", naive: "naive-codes", target: target{32, 0.5}, make: reserveOp(func(b *bench) string { return b.cat.codesSKU }, true)},
 	{key: "availability-under-load", name: "availability of 20 SKUs (anonymous), as many clients reserving other SKUs", base: "read",
 		make: availabilityOp(ours), background: reserveOp(otherSKU, true)},
 	{key: "availability", name: "availability of 20 SKUs (anonymous, POST)", base: "read", ceiling: "ceiling-post",
