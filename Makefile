@@ -39,10 +39,12 @@ fuzz:
 
 # End to end: its own database, the real server binary on a loopback port, and
 # pgbench running the same statements as a baseline, interleaved per client
-# count (availability also next to a minimal net/http "ceiling" handler); plus
-# an expiry storm and the subscriber fan-out rows. About 10 minutes; the
-# table and an SVG chart go to bench/results/. bench-smoke runs every scenario
-# for about a second at tiny sizes (CI runs it so the benchmark cannot rot).
+# count (availability also next to a minimal net/http "ceiling" handler, the
+# write rows next to a "naive" net/http + pgxpool server, with the CPU each
+# side used per 1,000 holds); plus an expiry storm and the subscriber fan-out
+# rows. About 12 minutes; the table and an SVG chart go to bench/results/.
+# bench-smoke runs every scenario for about a second at tiny sizes (CI runs it
+# so the benchmark cannot rot).
 bench:
 	go build -o bin/inventory . && go build -o bin/bench ./bench
 	DATABASE_URL=$$(scripts/pgup.sh) bin/bench

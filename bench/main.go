@@ -1,6 +1,6 @@
 // Command bench measures the server end to end, as clients see it, next to
 // what PostgreSQL alone does with the same statements: `make bench` (full,
-// about 10 minutes) and `make bench-smoke` (every scenario for a second,
+// about 12 minutes) and `make bench-smoke` (every scenario for a second,
 // for CI). It creates its own database, runs the real server binary on a
 // loopback port, and for each client count runs a pgbench baseline cell
 // and then our cells over HTTP/GraphQL, interleaved, so both see the same
