@@ -78,6 +78,14 @@ const RescueStuckJobsAfter = 2 * time.Minute
 
 const defaultSoftStop = 5 * time.Second
 
+// fetchPollInterval is how often River looks for jobs that became due.
+// An expiry job is inserted to run at its hold's deadline, later than its
+// insert, so no notification announces it: it starts at the first poll
+// after the deadline. River's default (1 s) made that half a second late
+// on average, and as late for the first set of a storm; a poll is one
+// index probe of river_job.
+const fetchPollInterval = 200 * time.Millisecond
+
 // NewClient returns a River client with every worker registered. Start it to
 // work jobs; an unstarted client can still insert them.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
@@ -114,6 +122,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:               slog.New(quietHandler{cfg.Logger.Handler()}),
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		FetchPollInterval:    fetchPollInterval,
 		Workers:              workers,
 		PeriodicJobs:         periodic,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,

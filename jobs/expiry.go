@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -33,11 +34,23 @@ type Expirer interface {
 // without a set transaction of their own. The ledger
 // says which path ended each hold: actor system:expiry-job for a hold's own
 // job, system:expiry-set for a set, system:sweeper for the backstop.
+//
+// At most SetLoops jobs of an instance run sets at a time; a job that finds
+// them all taken ends only its own hold, and the running loops take the
+// rest. Concurrent sets lock overlapping balance rows in the same order, so
+// past a couple they mostly wait on each other and share the same cores:
+// on two cores, the bench's storm of 50,000 holds was all ended 3.3 s after
+// its last deadline with two loops, 4.7-5.8 s with all ten workers in sets.
 type ExpiryWorker struct {
 	river.WorkerDefaults[ReservationExpiryArgs]
 	Expirer Expirer
 	// SetSize is how many due holds one transaction ends (default 1000).
 	SetSize int
+	// SetLoops is how many jobs may end due holds in sets at once
+	// (default 2).
+	SetLoops int
+
+	inSets atomic.Int32 // jobs of this worker now running sets
 }
 
 // Work expires the hold or snoozes until its deadline, then ends whatever
@@ -56,6 +69,15 @@ func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[ReservationExpir
 		// adds no transaction of its own to a storm.
 		return nil
 	}
+	loops := w.SetLoops
+	if loops <= 0 {
+		loops = 2
+	}
+	if w.inSets.Add(1) > int32(loops) {
+		w.inSets.Add(-1)
+		return nil
+	}
+	defer w.inSets.Add(-1)
 	size := w.SetSize
 	if size <= 0 {
 		size = 1000
