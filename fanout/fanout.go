@@ -85,8 +85,9 @@ func (c Config) withDefaults() Config {
 type Registry struct {
 	cfg Config
 
-	mu     sync.Mutex
-	groups map[string]*group
+	mu      sync.Mutex
+	groups  map[string]*group
+	writers *writers
 
 	executions atomic.Int64 // responses executed by gqlgen for subscriptions
 	delivered  atomic.Int64 // messages handed to subscribers
@@ -97,7 +98,7 @@ type Registry struct {
 
 // New returns an empty registry.
 func New(cfg Config) *Registry {
-	return &Registry{cfg: cfg.withDefaults(), groups: map[string]*group{}}
+	return &Registry{cfg: cfg.withDefaults(), groups: map[string]*group{}, writers: newWriters()}
 }
 
 // Stats is what the registry reports to /metrics.

@@ -119,6 +119,14 @@ func (c *conn) WriteMessages(msgs func(yield func([]byte) bool)) error {
 	return err
 }
 
+// TryWrite writes ready-made frames (AppendTextFrame) without waiting for
+// the socket: see TryResult. frames must not change afterwards (a drain
+// may write from it); fan-out writes the same bytes to many sockets.
+func (c *conn) TryWrite(frames []byte) (TryResult, error) { return c.raw.tryWrite(frames) }
+
+// WriteFrames writes ready-made frames, waiting for the socket.
+func (c *conn) WriteFrames(frames []byte) error { return c.raw.writeFrames(frames) }
+
 // WriteClose starts the close handshake in the background: coder/websocket
 // waits up to 5 s for the peer's close frame, which must not hold up the
 // transport's teardown.
@@ -205,7 +213,12 @@ func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// client sends is small. Bytes net/http had read past the handshake are
 	// the first corkConn reads.
 	pending, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	h.conn = &corkConn{Conn: nc, unread: bytes.Clone(pending)}
+	h.conn = newCorkConn(nc, bytes.Clone(pending))
+	// brw's reader and writer are net/http's own, which its connection
+	// keeps for as long as the handler runs: the socket's whole life, as
+	// gqlgen reads on the handler's goroutine. Nothing uses them after the
+	// hijack, so they let go of their buffers (8 KiB a socket).
+	*brw.Reader, *brw.Writer = bufio.Reader{}, bufio.Writer{}
 	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, socketReadBuffer), bufio.NewWriterSize(h.conn, socketWriteBuffer)), nil
 }
 
@@ -214,75 +227,3 @@ const (
 	socketReadBuffer  = 1 << 10
 	socketWriteBuffer = 256
 )
-
-// corkConn is a net.Conn whose writes, while it is corked, collect in a
-// buffer that uncork sends in one write. Writes of other goroutines (a pong,
-// a close frame) that come meanwhile join the batch, in order: each frame is
-// whole in the buffer, because coder/websocket writes a frame under its own
-// lock. The buffer exists only while corked (idle sockets hold none).
-type corkConn struct {
-	net.Conn
-	unread []byte // read before the hijack; only the reader touches it
-
-	mu     sync.Mutex
-	corked int
-	buf    *[]byte
-}
-
-func (c *corkConn) Read(p []byte) (int, error) {
-	if len(c.unread) > 0 {
-		n := copy(p, c.unread)
-		c.unread = c.unread[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
-
-// A batch buffer starts small (a viewer's batch is one message) and grows
-// as a batch needs; ten thousand sockets written after one flush hold one
-// each meanwhile.
-var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
-
-// maxPooledCork: a batch buffer that grew past this is dropped, not pooled.
-const maxPooledCork = 64 << 10
-
-func (c *corkConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked > 0 {
-		*c.buf = append(*c.buf, p...)
-		return len(p), nil
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked == 0 {
-		c.buf = corkBuffers.Get().(*[]byte)
-	}
-	c.corked++
-}
-
-// uncork sends what collected since the first cork, once the last cork is
-// taken out. The lock is held across the write so that a later write cannot
-// overtake the batch.
-func (c *corkConn) uncork() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked--; c.corked > 0 {
-		return nil
-	}
-	b := c.buf
-	c.buf = nil
-	var err error
-	if len(*b) > 0 {
-		_, err = c.Conn.Write(*b)
-	}
-	if cap(*b) <= maxPooledCork {
-		*b = (*b)[:0]
-		corkBuffers.Put(b)
-	}
-	return err
-}

@@ -115,6 +115,12 @@ type Writer interface {
 	// WriteMessages writes each message as a text message, in one system
 	// call as far as they fit.
 	WriteMessages(msgs func(yield func([]byte) bool)) error
+	// TryWrite writes ready-made frames (AppendTextFrame) without waiting
+	// for the socket; frames must not change afterwards. See TryResult.
+	TryWrite(frames []byte) (TryResult, error)
+	// WriteFrames writes ready-made frames, waiting for the socket (and for
+	// whatever TryWrite queued).
+	WriteFrames(frames []byte) error
 	// Subprotocol is the negotiated subprotocol (graphql-transport-ws or
 	// graphql-ws), which decides how a data message is framed.
 	Subprotocol() string
