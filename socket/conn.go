@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +29,7 @@ type conn struct {
 	mu            sync.Mutex
 	deadline      *time.Timer   // SetReadDeadline's: closes the socket when it fires
 	closeHandshke chan struct{} // set once WriteClose started the close handshake
+	keep          keepAlive
 }
 
 var (
@@ -38,7 +40,7 @@ var (
 
 // accept upgrades the request (the origin check and subprotocol choice are
 // coder/websocket's) on a connection whose writes can be corked.
-func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions, opts transport.WebsocketAcceptOptions, h *holder) (*conn, error) {
+func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions, opts transport.WebsocketAcceptOptions, h *holder, keepInterval time.Duration) (*conn, error) {
 	for key, values := range opts.ResponseHeader {
 		for _, v := range values {
 			w.Header().Add(key, v)
@@ -56,7 +58,7 @@ func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions
 	if err != nil {
 		return nil, err
 	}
-	return &conn{ws: ws, raw: hj.conn, hold: h}, nil
+	return &conn{ws: ws, raw: hj.conn, hold: h, keep: keepAlive{interval: keepInterval}}, nil
 }
 
 // NextReader reads the next message. A subscription's start message also
@@ -71,15 +73,18 @@ func (c *conn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
-	if c.hold != nil {
-		var m struct {
-			ID   string `json:"id"`
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(data, &m) == nil && (m.Type == "subscribe" || m.Type == "start") {
+	var m struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &m) == nil {
+		if c.hold != nil && (m.Type == "subscribe" || m.Type == "start") {
 			c.hold.mu.Lock()
 			c.hold.startID = m.ID
 			c.hold.mu.Unlock()
+		}
+		if m.Type == pongType {
+			c.ponged()
 		}
 	}
 	return int(typ), bytes.NewReader(data), nil
@@ -90,15 +95,12 @@ func (c *conn) NextReader() (int, io.Reader, error) {
 func (c *conn) WriteJSON(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode a message: %w", err)
 	}
 	// Corked: a message bigger than the write buffer still leaves in one
 	// system call with its frame header.
-	c.raw.cork()
-	err = c.ws.Write(context.Background(), websocket.MessageText, b)
-	if uerr := c.raw.uncork(); err == nil {
-		err = uerr
-	}
+	err = c.writeText(b)
+	c.wrote(b)
 	return err
 }
 
@@ -167,10 +169,14 @@ func (c *conn) Subprotocol() string { return c.ws.Subprotocol() }
 func (c *conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
 
 // SetReadDeadline closes the socket at t unless it is set again first (the
-// transport's ping/pong check); the zero time clears it.
+// ping/pong check); the zero time clears it.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.setReadDeadlineLocked(t)
+}
+
+func (c *conn) setReadDeadlineLocked(t time.Time) error {
 	if c.deadline != nil {
 		c.deadline.Stop()
 		c.deadline = nil
@@ -186,12 +192,18 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
+// stopDeadline stops the read deadline and the keep-alive: the socket is
+// closing.
 func (c *conn) stopDeadline() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deadline != nil {
 		c.deadline.Stop()
 		c.deadline = nil
+	}
+	if c.keep.timer != nil {
+		c.keep.timer.Stop()
+		c.keep.timer = nil
 	}
 }
 

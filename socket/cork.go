@@ -31,6 +31,8 @@ type corkConn struct {
 	corked   int
 	buf      *[]byte
 	frames   frameTracker // every byte written, in order: where frames start, whether a close went out
+	now      nowWrite     // writeNow's
+	nowFn    func(uintptr) bool
 }
 
 func newCorkConn(nc net.Conn, unread []byte) *corkConn {
@@ -162,24 +164,34 @@ func (c *corkConn) tryWrite(frames []byte) (TryResult, error) {
 }
 
 // writeNow makes one write(2) of p on the non-blocking socket: n is what the
-// kernel took (0 when its buffer is full).
+// kernel took (0 when its buffer is full). mu held.
 func (c *corkConn) writeNow(p []byte) (int, error) {
-	var n int
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), p)
-		return true // never wait for the socket to become writable
-	})
+	c.now = nowWrite{p: p}
+	if c.nowFn == nil {
+		c.nowFn = c.now.write // made once: a closure per write would be garbage per message
+	}
+	err := c.raw.Write(c.nowFn)
+	n, werr := c.now.n, c.now.err
+	c.now = nowWrite{}
 	if err != nil {
 		return 0, err
-	}
-	if n < 0 {
-		n = 0
 	}
 	if errors.Is(werr, syscall.EAGAIN) || errors.Is(werr, syscall.EINTR) {
 		werr = nil
 	}
-	return n, werr
+	return max(n, 0), werr
+}
+
+// nowWrite is writeNow's one write(2), as syscall.RawConn.Write calls it.
+type nowWrite struct {
+	p   []byte
+	n   int
+	err error
+}
+
+func (w *nowWrite) write(fd uintptr) bool {
+	w.n, w.err = syscall.Write(int(fd), w.p)
+	return true // never wait for the socket to become writable
 }
 
 // writeFrames writes ready-made frames, waiting for the socket: for a batch
