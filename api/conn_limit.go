@@ -1,11 +1,14 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -119,4 +122,21 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// errNoSyscallConn: the connection under a limitedConn has no descriptor.
+var errNoSyscallConn = errors.New("the connection has no file descriptor")
+
+// SyscallConn is the connection's own: the WebSocket fan-out writes to a
+// socket without blocking (socket.Writer.TryWrite) through it.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errNoSyscallConn
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("the connection's descriptor: %w", err)
+	}
+	return raw, nil
 }

@@ -55,11 +55,12 @@ func newGraphQLHandler(r *resolvers.Resolver, authn *authGuard, cfg GraphQLConfi
 	srv.AddTransport(transport.Websocket{
 		// A WebSocket upgrade is allowed from the server's own origin and
 		// from the CORS origins (exact "scheme://host[:port]" patterns).
-		Implementation:        socket.Implementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}},
-		InitTimeout:           cfg.InitTimeout,
-		InitFunc:              authenticateSocket(authn, newAnonymousSockets(cfg.Subscriptions.AnonymousSocketsPerIP)),
-		KeepAlivePingInterval: cfg.KeepAlive,
-		PingPongInterval:      cfg.KeepAlive,
+		// The keep-alive (graphql-ws's ka, graphql-transport-ws's ping and
+		// pong deadline) runs on a timer in socket, not on a goroutine of
+		// gqlgen's per socket: its intervals stay 0.
+		Implementation: socket.Implementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}, KeepAlive: cfg.KeepAlive},
+		InitTimeout:    cfg.InitTimeout,
+		InitFunc:       authenticateSocket(authn, newAnonymousSockets(cfg.Subscriptions.AnonymousSocketsPerIP)),
 	})
 	srv.AddTransport(transport.SSE{})
 	srv.AddTransport(transport.Options{})

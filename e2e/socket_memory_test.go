@@ -16,14 +16,16 @@ import (
 
 // What one idle WebSocket with one availabilityChanged subscription may
 // cost the server: resident memory and goroutines. Measured here: about
-// 60 KiB (28 KiB of goroutine stacks, 30 KiB of heap) and 4 goroutines,
-// all of them gqlgen's transport (its read loop, its ping and
-// close-on-cancel goroutines, the subscription's goroutine, which is also
-// the member's writer); before subscriptions were grouped, 75 KiB and 6
-// goroutines (each subscription also had a broker stream and a push loop).
+// 50 KiB (25 KiB of goroutine stacks, 22 KiB of heap) and 3 goroutines,
+// all of them gqlgen's transport (its read loop, its close-on-cancel
+// goroutine, the subscription's goroutine, which only waits while the
+// fan-out's writer pool delivers); the keep-alive is a timer. Before the
+// pool and the timer, 62 KiB and 4 goroutines; before subscriptions were
+// grouped, 75 KiB and 6 (each subscription also had a broker stream and a
+// push loop).
 const (
-	idleSocketBytes      = 68 << 10
-	idleSocketGoroutines = 4.1
+	idleSocketBytes      = 58 << 10
+	idleSocketGoroutines = 3.1
 )
 
 // TestIdleSocketCost runs the real binary, opens 1,500 sockets each with the

@@ -2,11 +2,15 @@
 // that asked the same thing. Subscribers with the same document, operation
 // name, variables and caller scope form a group; the group's one gqlgen
 // execution turns each event (or conflated tick) into a response, which is
-// serialized once and appended to the group's log. Every member reads that
-// log at its own pace on its own goroutine (the one gqlgen's transport runs
-// the subscription on): over a WebSocket it writes all its pending
-// messages — the same bytes for every member, only the message id differs —
-// in one system call per flush; over SSE it hands them to the transport.
+// serialized once and appended to the group's log. Over a WebSocket, a
+// member that keeps up is written to by a small bounded pool of writers
+// (pool.go): each flush frames the new messages once per cohort — the same
+// bytes for every member with the same message id — and the pool writes
+// them to one socket after another without waiting for any, so a flush
+// wakes no member's goroutine. A member whose socket cannot take them at
+// once reads the log at its own pace on its own goroutine (the one gqlgen's
+// transport runs the subscription on), writing all its pending messages in
+// one system call; over SSE that goroutine hands them to the transport.
 // The group never waits for a member: a stockChanged member that falls too
 // far behind for too long is cut off with its resume cursor, as the event
 // broker cuts off a slow subscriber; an availabilityChanged member that
@@ -85,8 +89,9 @@ func (c Config) withDefaults() Config {
 type Registry struct {
 	cfg Config
 
-	mu     sync.Mutex
-	groups map[string]*group
+	mu      sync.Mutex
+	groups  map[string]*group
+	writers *writers
 
 	executions atomic.Int64 // responses executed by gqlgen for subscriptions
 	delivered  atomic.Int64 // messages handed to subscribers
@@ -97,7 +102,7 @@ type Registry struct {
 
 // New returns an empty registry.
 func New(cfg Config) *Registry {
-	return &Registry{cfg: cfg.withDefaults(), groups: map[string]*group{}}
+	return &Registry{cfg: cfg.withDefaults(), groups: map[string]*group{}, writers: newWriters()}
 }
 
 // Stats is what the registry reports to /metrics.

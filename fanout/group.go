@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -80,6 +81,9 @@ type group struct {
 	report     func(context.Context, error)
 	flushArmed bool
 	offered    int64 // the head at the last flush: entries below it were offered to every member
+
+	// published is head(), for the writer pool to read without mu.
+	published atomic.Int64
 }
 
 func newGroup(r *Registry, key string, latest bool) *group {
@@ -181,34 +185,64 @@ func (g *group) append(e entry) {
 			g.newest = append(g.newest, e)
 		}
 	}
+	g.published.Store(g.head())
 	closing := len(e.resp.Errors) > 0 && !g.closed
 	if closing {
 		g.closed = true
 	}
-	if !g.flushArmed {
-		g.flushArmed = true
-		wait := g.r.cfg.Flush
-		if g.latest {
-			wait = LatestFlush
-		}
-		time.AfterFunc(wait, g.flush)
-	}
+	g.armFlush()
 	g.mu.Unlock()
 	if closing {
 		g.r.forget(g)
 	}
 }
 
-// flush wakes the members with messages waiting, checks who fell behind,
-// and drops the entries every member has taken.
+// armFlush makes sure a flush comes (mu held).
+func (g *group) armFlush() {
+	if g.flushArmed {
+		return
+	}
+	g.flushArmed = true
+	wait := g.r.cfg.Flush
+	if g.latest {
+		wait = LatestFlush
+	}
+	time.AfterFunc(wait, g.flush)
+}
+
+// kick arms a flush for messages that a busy pooled member was passed by.
+func (g *group) kick() {
+	g.mu.Lock()
+	g.armFlush()
+	g.mu.Unlock()
+}
+
+// flush hands the pooled members' messages to the writer pool, wakes the
+// other members with messages waiting, checks who fell behind, and drops
+// the entries every member has taken.
 func (g *group) flush() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	jobs := g.flushLocked()
+	g.mu.Unlock()
+	g.r.writers.submit(jobs)
+}
+
+func (g *group) flushLocked() []*writeJob {
 	g.flushArmed = false
 	head, now := g.head(), time.Now()
 	minNext := head
 	hard := int64(g.r.cfg.Backlog * HardBacklogFactor)
+	var q pooledFlush
 	for m := range g.members {
+		if m.pooled {
+			// It keeps up: it is at the head, or busy with the bytes of an
+			// earlier flush (then the job's end arms another flush).
+			if !m.busy.Load() && !m.slow.Load() && m.next < head {
+				q.add(g, m, head)
+			}
+			minNext = min(minNext, m.next)
+			continue
+		}
 		// What counts against a member is what it was offered at an
 		// earlier flush and has not taken: what came since the last flush
 		// is waiting for this one's wake-up, not for the member.
@@ -245,6 +279,7 @@ func (g *group) flush() {
 		}
 		g.base = minNext
 	}
+	return q.jobs
 }
 
 // cut ends a member that fell behind, at the seq of the first message it

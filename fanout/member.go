@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -13,8 +14,11 @@ import (
 )
 
 // member is one subscriber of a group. Its goroutine is the one gqlgen's
-// transport runs the subscription on (calling responses): it takes what the
-// log holds for it and writes it, so a slow socket holds up no one else.
+// transport runs the subscription on (calling responses). Over a WebSocket,
+// once it has caught up, the writer pool delivers its messages (pooled) and
+// the goroutine only waits: for the end, or for a write the pool could not
+// make at once, when it takes over again. Otherwise it takes what the log
+// holds for it and writes it itself, so a slow socket holds up no one else.
 type member struct {
 	ctx  context.Context // the subscriber's (its socket's values)
 	r    *Registry
@@ -26,6 +30,7 @@ type member struct {
 	// id and type). w is nil over SSE: responses go to the transport.
 	w              socket.Writer
 	prefix, suffix []byte
+	suffixKey      string // suffix, as a key of a flush's cohorts
 	frame          []byte
 
 	// Under g.mu; written by the member itself under the read lock
@@ -34,6 +39,18 @@ type member struct {
 	owed         []entry // latest mode: newest values to take before the log
 	stalledSince time.Time
 	cut          error // it fell behind and was cut off
+	// pooled: the writer pool delivers its messages (flush moves next for
+	// it). Set by the member itself, under the read lock when it has caught
+	// up (take), under the write lock when it leaves the pool (unpool).
+	pooled bool
+
+	// Between the member and the pool's job that holds its bytes; atomics,
+	// read and written without g.mu (pool.go, writeJob.run).
+	busy      atomic.Bool // a job holds its bytes: nothing else writes to its socket
+	slow      atomic.Bool // the job could not write at once: its goroutine takes over
+	quiescing atomic.Bool // its goroutine waits for busy to clear (unpool)
+	carry     []byte      // set with slow: frames the job could not write at all
+	carryN    int
 
 	pending []entry // taken, not yet handed to the transport (SSE)
 	scratch []entry
@@ -56,6 +73,7 @@ func newMember(ctx context.Context, r *Registry) *member {
 		m.w = w
 		m.prefix = []byte(`{"payload":`)
 		m.suffix = append(append([]byte(`,"id":`), quoted...), `,"type":"`+typ+`"}`...)
+		m.suffixKey = string(m.suffix)
 	}
 	return m
 }
@@ -85,6 +103,18 @@ func (m *member) responses(context.Context) *graphql.Response {
 			m.r.delivered.Add(1)
 			return e.resp
 		}
+		if m.pooled {
+			// The pool writes for it: wait for what the pool cannot do.
+			select {
+			case <-m.wake:
+				m.unpool()
+				continue
+			case <-m.ctx.Done():
+				m.unpool()
+				m.g.detach(m)
+				return nil
+			}
+		}
 		batch, end, ended := m.take()
 		if len(batch) > 0 {
 			if m.w == nil {
@@ -104,6 +134,9 @@ func (m *member) responses(context.Context) *graphql.Response {
 			}
 			return nil
 		}
+		if m.pooled {
+			continue // it waits as a pooled member, above
+		}
 		select {
 		case <-m.wake:
 		case <-m.ctx.Done():
@@ -114,7 +147,9 @@ func (m *member) responses(context.Context) *graphql.Response {
 }
 
 // take returns what the member has to send, advancing it to the head of
-// the log; or, with ended, why it ends (nil: the stream simply did).
+// the log; or, with ended, why it ends (nil: the stream simply did). A
+// WebSocket member that finds nothing to send has caught up: it joins the
+// writer pool.
 func (m *member) take() (batch []entry, end error, ended bool) {
 	g := m.g
 	g.mu.RLock()
@@ -122,33 +157,43 @@ func (m *member) take() (batch []entry, end error, ended bool) {
 	if m.cut != nil {
 		return nil, m.cut, true
 	}
-	batch = m.scratch[:0]
-	fresh := g.log[m.next-g.base:]
-	if g.latest && len(m.owed)+len(fresh) > 1 {
-		// Only the newest value of each key: a member that fell behind
-		// catches up with the latest, never with a backlog.
-		at := map[string]int{}
-		for _, part := range [][]entry{m.owed, fresh} {
-			for _, e := range part {
-				if e.key == "" {
-					batch = append(batch, e)
-				} else if i, ok := at[e.key]; ok {
-					batch[i] = e
-				} else {
-					at[e.key] = len(batch)
-					batch = append(batch, e)
-				}
-			}
-		}
-	} else {
-		batch = append(append(batch, m.owed...), fresh...)
-	}
+	batch = collect(m.scratch[:0], g.latest, m.owed, g.log[m.next-g.base:])
 	m.owed, m.next = nil, g.head()
 	m.scratch = batch
 	if len(batch) == 0 && g.done {
 		return nil, g.endErr, true
 	}
+	if len(batch) == 0 && m.w != nil {
+		// Caught up: while pooled, an idle member holds no buffers.
+		m.pooled, m.frame, m.scratch = true, nil, nil
+	}
 	return batch, nil, false
+}
+
+// unpool takes the member out of the writer pool: its goroutine delivers
+// from here on, after the job that may hold its bytes is done, and first
+// sends what that job could not.
+func (m *member) unpool() {
+	m.g.mu.Lock()
+	m.pooled = false // no flush queues it from here on
+	m.g.mu.Unlock()
+	// A job queued before is written (without waiting) or handed back: the
+	// job clears busy, then signals if it sees quiescing, which is set
+	// before busy is read here (sequentially consistent atomics).
+	m.quiescing.Store(true)
+	for m.busy.Load() {
+		<-m.wake
+	}
+	m.quiescing.Store(false)
+	if m.slow.Load() {
+		if m.carry != nil {
+			// An error means the socket is gone: gqlgen's reader sees it too.
+			_ = m.w.WriteFrames(m.carry)
+			m.r.delivered.Add(int64(m.carryN))
+			m.carry, m.carryN = nil, 0
+		}
+		m.slow.Store(false)
+	}
 }
 
 // write sends batch in one go, each message framed for the member's id.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -307,6 +308,12 @@ type slowSocket struct {
 	net.Conn
 	clients *sync.Map
 	once    sync.Once
+}
+
+// SyscallConn lets the fan-out write to the socket without blocking, as it
+// does to the server's own connections.
+func (c *slowSocket) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(*net.TCPConn).SyscallConn()
 }
 
 func (c *slowSocket) Write(p []byte) (int, error) {

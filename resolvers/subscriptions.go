@@ -23,8 +23,14 @@ func stockFilter(skus, locations []string) (func(context.Context, domain.StockEv
 		if skus != nil && !slices.Contains(skus, e.SKU) || locations != nil && !slices.Contains(locations, e.Location) {
 			return nil, false, nil
 		}
-		e.CheckoutID = "" // never leaves the server
-		return &e, true, nil
+		// A copy of its own, made only for an event that passes: were e's
+		// address taken, every event would be moved to the heap on entry,
+		// and a thousand filtered subscriptions filter every event (the
+		// bench's filtered fan-out row spent a third of its CPU on that
+		// garbage).
+		out := e
+		out.CheckoutID = "" // never leaves the server
+		return &out, true, nil
 	}, nil
 }
 

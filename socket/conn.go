@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +29,7 @@ type conn struct {
 	mu            sync.Mutex
 	deadline      *time.Timer   // SetReadDeadline's: closes the socket when it fires
 	closeHandshke chan struct{} // set once WriteClose started the close handshake
+	keep          keepAlive
 }
 
 var (
@@ -38,7 +40,7 @@ var (
 
 // accept upgrades the request (the origin check and subprotocol choice are
 // coder/websocket's) on a connection whose writes can be corked.
-func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions, opts transport.WebsocketAcceptOptions, h *holder) (*conn, error) {
+func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions, opts transport.WebsocketAcceptOptions, h *holder, keepInterval time.Duration) (*conn, error) {
 	for key, values := range opts.ResponseHeader {
 		for _, v := range values {
 			w.Header().Add(key, v)
@@ -56,7 +58,7 @@ func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions
 	if err != nil {
 		return nil, err
 	}
-	return &conn{ws: ws, raw: hj.conn, hold: h}, nil
+	return &conn{ws: ws, raw: hj.conn, hold: h, keep: keepAlive{interval: keepInterval}}, nil
 }
 
 // NextReader reads the next message. A subscription's start message also
@@ -71,15 +73,18 @@ func (c *conn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
-	if c.hold != nil {
-		var m struct {
-			ID   string `json:"id"`
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(data, &m) == nil && (m.Type == "subscribe" || m.Type == "start") {
+	var m struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &m) == nil {
+		if c.hold != nil && (m.Type == "subscribe" || m.Type == "start") {
 			c.hold.mu.Lock()
 			c.hold.startID = m.ID
 			c.hold.mu.Unlock()
+		}
+		if m.Type == pongType {
+			c.ponged()
 		}
 	}
 	return int(typ), bytes.NewReader(data), nil
@@ -90,15 +95,12 @@ func (c *conn) NextReader() (int, io.Reader, error) {
 func (c *conn) WriteJSON(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode a message: %w", err)
 	}
 	// Corked: a message bigger than the write buffer still leaves in one
 	// system call with its frame header.
-	c.raw.cork()
-	err = c.ws.Write(context.Background(), websocket.MessageText, b)
-	if uerr := c.raw.uncork(); err == nil {
-		err = uerr
-	}
+	err = c.writeText(b)
+	c.wrote(b)
 	return err
 }
 
@@ -118,6 +120,14 @@ func (c *conn) WriteMessages(msgs func(yield func([]byte) bool)) error {
 	}
 	return err
 }
+
+// TryWrite writes ready-made frames (AppendTextFrame) without waiting for
+// the socket: see TryResult. frames must not change afterwards (a drain
+// may write from it); fan-out writes the same bytes to many sockets.
+func (c *conn) TryWrite(frames []byte) (TryResult, error) { return c.raw.tryWrite(frames) }
+
+// WriteFrames writes ready-made frames, waiting for the socket.
+func (c *conn) WriteFrames(frames []byte) error { return c.raw.writeFrames(frames) }
 
 // WriteClose starts the close handshake in the background: coder/websocket
 // waits up to 5 s for the peer's close frame, which must not hold up the
@@ -159,10 +169,14 @@ func (c *conn) Subprotocol() string { return c.ws.Subprotocol() }
 func (c *conn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
 
 // SetReadDeadline closes the socket at t unless it is set again first (the
-// transport's ping/pong check); the zero time clears it.
+// ping/pong check); the zero time clears it.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.setReadDeadlineLocked(t)
+}
+
+func (c *conn) setReadDeadlineLocked(t time.Time) error {
 	if c.deadline != nil {
 		c.deadline.Stop()
 		c.deadline = nil
@@ -178,12 +192,18 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
+// stopDeadline stops the read deadline and the keep-alive: the socket is
+// closing.
 func (c *conn) stopDeadline() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deadline != nil {
 		c.deadline.Stop()
 		c.deadline = nil
+	}
+	if c.keep.timer != nil {
+		c.keep.timer.Stop()
+		c.keep.timer = nil
 	}
 }
 
@@ -205,7 +225,12 @@ func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// client sends is small. Bytes net/http had read past the handshake are
 	// the first corkConn reads.
 	pending, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	h.conn = &corkConn{Conn: nc, unread: bytes.Clone(pending)}
+	h.conn = newCorkConn(nc, bytes.Clone(pending))
+	// brw's reader and writer are net/http's own, which its connection
+	// keeps for as long as the handler runs: the socket's whole life, as
+	// gqlgen reads on the handler's goroutine. Nothing uses them after the
+	// hijack, so they let go of their buffers (8 KiB a socket).
+	*brw.Reader, *brw.Writer = bufio.Reader{}, bufio.Writer{}
 	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, socketReadBuffer), bufio.NewWriterSize(h.conn, socketWriteBuffer)), nil
 }
 
@@ -214,75 +239,3 @@ const (
 	socketReadBuffer  = 1 << 10
 	socketWriteBuffer = 256
 )
-
-// corkConn is a net.Conn whose writes, while it is corked, collect in a
-// buffer that uncork sends in one write. Writes of other goroutines (a pong,
-// a close frame) that come meanwhile join the batch, in order: each frame is
-// whole in the buffer, because coder/websocket writes a frame under its own
-// lock. The buffer exists only while corked (idle sockets hold none).
-type corkConn struct {
-	net.Conn
-	unread []byte // read before the hijack; only the reader touches it
-
-	mu     sync.Mutex
-	corked int
-	buf    *[]byte
-}
-
-func (c *corkConn) Read(p []byte) (int, error) {
-	if len(c.unread) > 0 {
-		n := copy(p, c.unread)
-		c.unread = c.unread[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
-
-// A batch buffer starts small (a viewer's batch is one message) and grows
-// as a batch needs; ten thousand sockets written after one flush hold one
-// each meanwhile.
-var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
-
-// maxPooledCork: a batch buffer that grew past this is dropped, not pooled.
-const maxPooledCork = 64 << 10
-
-func (c *corkConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked > 0 {
-		*c.buf = append(*c.buf, p...)
-		return len(p), nil
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked == 0 {
-		c.buf = corkBuffers.Get().(*[]byte)
-	}
-	c.corked++
-}
-
-// uncork sends what collected since the first cork, once the last cork is
-// taken out. The lock is held across the write so that a later write cannot
-// overtake the batch.
-func (c *corkConn) uncork() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.corked--; c.corked > 0 {
-		return nil
-	}
-	b := c.buf
-	c.buf = nil
-	var err error
-	if len(*b) > 0 {
-		_, err = c.Conn.Write(*b)
-	}
-	if cap(*b) <= maxPooledCork {
-		*b = (*b)[:0]
-		corkBuffers.Put(b)
-	}
-	return err
-}

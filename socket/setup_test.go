@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,8 +42,13 @@ type server struct {
 // server's own and none), negotiating gqlgen's two subprotocols.
 func setup(t *testing.T, origins ...string) *env {
 	t.Helper()
+	return setupImpl(t, socket.Implementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}})
+}
+
+// setupImpl serves impl.
+func setupImpl(t *testing.T, impl socket.Implementation) *env {
+	t.Helper()
 	e := &env{t: t, accepted: make(chan server, 1)}
-	impl := socket.Implementation{AcceptOptions: websocket.AcceptOptions{OriginPatterns: origins}}
 	ts := httptest.NewUnstartedServer(socket.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, err := impl.Accept(w, r, transport.WebsocketAcceptOptions{Subprotocols: []string{"graphql-transport-ws", "graphql-ws"}})
 		if err != nil {
@@ -111,6 +117,12 @@ func (l countingListener) Accept() (net.Conn, error) {
 type countingConn struct {
 	net.Conn
 	writes atomic.Int64
+}
+
+// SyscallConn is the TCP connection's: TryWrite writes to it without
+// blocking (those writes are not counted).
+func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(*net.TCPConn).SyscallConn()
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
@@ -62,12 +63,15 @@ func Middleware(next http.Handler) http.Handler {
 // writes (Writer).
 type Implementation struct {
 	AcceptOptions websocket.AcceptOptions
+	// KeepAlive is the keep-alive interval (keepAlive), 0 none: gqlgen's
+	// transport's intervals are then left 0, this does their work.
+	KeepAlive time.Duration
 }
 
 // Accept upgrades the request and records the connection.
 func (i Implementation) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
 	h, _ := r.Context().Value(holderKey{}).(*holder)
-	conn, err := accept(w, r, i.AcceptOptions, opts, h)
+	conn, err := accept(w, r, i.AcceptOptions, opts, h, i.KeepAlive)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +119,12 @@ type Writer interface {
 	// WriteMessages writes each message as a text message, in one system
 	// call as far as they fit.
 	WriteMessages(msgs func(yield func([]byte) bool)) error
+	// TryWrite writes ready-made frames (AppendTextFrame) without waiting
+	// for the socket; frames must not change afterwards. See TryResult.
+	TryWrite(frames []byte) (TryResult, error)
+	// WriteFrames writes ready-made frames, waiting for the socket (and for
+	// whatever TryWrite queued).
+	WriteFrames(frames []byte) error
 	// Subprotocol is the negotiated subprotocol (graphql-transport-ws or
 	// graphql-ws), which decides how a data message is framed.
 	Subprotocol() string
