@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +100,7 @@ type lockedBalance struct {
 // The CHECK constraints on balances still refuse anything that would oversell.
 func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]batchOutcome, error) {
 	out := make([]batchOutcome, len(batch))
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inPipelinedTx(ctx, func(tx *pipelinedTx) error {
 		clear(out) // a retried transaction decides afresh
 		// Steps 1 and 2 in one round trip. The locks are taken for every
 		// request, replays included, since which are replays is known only
@@ -154,17 +153,19 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 			out[i].res.Lines = []domain.ReservationLine{{SKU: l.SKU, Location: *l.Location, Quantity: l.Quantity}}
 			held = append(held, i)
 		}
-		if err := applyBatchHolds(ctx, tx, batch, out, balances, held, refused); err != nil {
-			return err
+		// The expiry jobs go first so that the apply, which raises the
+		// balances, travels with the COMMIT: the balance rows' locks end one
+		// round trip after their update.
+		if len(held) > 0 {
+			holds := make([]HoldDeadline, len(held))
+			for j, i := range held {
+				holds[j] = HoldDeadline{ReservationID: out[i].res.ID, At: out[i].res.ExpiresAt}
+			}
+			if err := s.scheduleExpiry(ctx, tx, holds...); err != nil {
+				return err
+			}
 		}
-		if len(held) == 0 {
-			return nil
-		}
-		holds := make([]HoldDeadline, len(held))
-		for j, i := range held {
-			holds[j] = HoldDeadline{ReservationID: out[i].res.ID, At: out[i].res.ExpiresAt}
-		}
-		return s.scheduleExpiry(ctx, tx, holds...)
+		return applyBatchHolds(ctx, tx, batch, out, balances, held, refused)
 	})
 	return out, err
 }
@@ -260,12 +261,12 @@ func queueBatchBalances(b *pgx.Batch, batch []*queuedReserve) map[[2]string]*loc
 	return out
 }
 
-// applyBatchHolds writes what the batch granted in one statement: each
-// balance raised once, and per hold its line, ledger row, stock event and,
-// for a CODES SKU, its codes marked held;
+// applyBatchHolds writes what the batch granted in one statement, sent with
+// the transaction's COMMIT: each balance raised once, and per hold its line,
+// ledger row, stock event and, for a CODES SKU, its codes marked held;
 // refused requests' rows are deleted, and those refused as out of stock are
 // counted as allocation failures (the health report's failure rate).
-func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out []batchOutcome,
+func applyBatchHolds(ctx context.Context, tx *pipelinedTx, batch []*queuedReserve, out []batchOutcome,
 	balances map[[2]string]*lockedBalance, held, refused []int) error {
 	var balSKU, balLoc []int64
 	var balDelta []int32
@@ -308,18 +309,17 @@ func applyBatchHolds(ctx context.Context, tx pgx.Tx, batch []*queuedReserve, out
 	// the codes numbered in its range. The balance rows are locked, so no
 	// other claimer takes these codes; SKIP LOCKED only keeps the claim from
 	// waiting on rows some other statement has locked.
-	var claimed int
 	// The statement is the function's (migration 00019), written out there:
 	// its plan then outlives the transaction also through a transaction
 	// pooler, where a statement sent from here is planned anew for every
-	// batch.
-	err := tx.QueryRow(ctx, `SELECT inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
+	// batch. The codes it claims must be the units counted available: if
+	// not, inventory_expect_count raises and the COMMIT is not run.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT inventory_expect_count(inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
 		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[],
-		$12::uuid[], $13::text[], $14::bigint[], $15::bool[])`,
-		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs, isCodes).Scan(&claimed)
-	if err == nil && claimed != codeUnits {
-		return fmt.Errorf("codes balance out of step: %d codes claimable for %d counted available", claimed, codeUnits)
-	}
+		$12::uuid[], $13::text[], $14::bigint[], $15::bool[]), $16::bigint, 'codes balance')`,
+		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs, isCodes, codeUnits)
+	err := tx.commitWith(ctx, b)
 	if pgCode(err) == pgNumericOutOfRange {
 		return domain.InvalidInput([]string{"input"}, "the change would take the balance past its maximum of 2147483647")
 	}

@@ -122,13 +122,24 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		if err == nil || !retryable(err) || attempt >= s.maxAttempts {
 			return err
 		}
-		backoff := time.Duration(attempt*attempt) * time.Millisecond
-		backoff += rand.N(backoff + time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
+		if err := retryBackoff(ctx, attempt, err); err != nil {
+			return err
 		}
+	}
+}
+
+// retryBackoff waits before attempt+1 of a transaction that failed with err
+// (jittered, growing with attempt), so that the transactions that deadlocked
+// do not meet again at once; it returns err joined with ctx's if ctx ends
+// first.
+func retryBackoff(ctx context.Context, attempt int, err error) error {
+	backoff := time.Duration(attempt*attempt) * time.Millisecond
+	backoff += rand.N(backoff + time.Millisecond)
+	select {
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	case <-time.After(backoff):
+		return nil
 	}
 }
 
