@@ -28,8 +28,7 @@ func readyzAnswer(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitReadyz polls /readyz of every url, four times a second (a probe every
-// 50 ms would spend the probe address's read budget), until cond holds for
+// waitReadyz polls /readyz of every url, four times a second, until cond holds for
 // all of them or within passes; it returns how long it took and the last
 // answers.
 func waitReadyz(t *testing.T, within time.Duration, what string, urls []string, cond func(code int, body string) bool) (time.Duration, []string) {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,11 +272,22 @@ func (ts *testServer) count(sql string) int {
 	return n
 }
 
-// probeClient connects from 127.0.0.2, as a load balancer's health checks
-// come from an address of their own: every path spends its caller's rate
-// budget, and a test's own budget (often set tiny) must start whole.
+// probeClient connects from addresses of its own, as a load balancer's
+// health checks do: every path spends its caller's rate budget, and a
+// test's own budget (often set tiny) must start whole. Each probe comes
+// from the next address of 127.2.0.0/16 on a new connection, so probing an
+// instance that is slow to become ready on a loaded machine never spends a
+// budget of six reads and sees 429 until its deadline.
 var probeClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-	DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	DisableKeepAlives: true,
+	DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n := probeAddrs.Add(1)
+		from := &net.TCPAddr{IP: net.IPv4(127, 2, byte(n/250%250), byte(n%250+1))}
+		return (&net.Dialer{LocalAddr: from}).DialContext(ctx, network, addr)
+	}}}
+
+// probeAddrs counts probeClient's connections.
+var probeAddrs atomic.Uint32
 
 // probeReady says whether the instance at url answers /readyz with 200.
 func probeReady(t *testing.T, url string) bool {

@@ -153,6 +153,20 @@ func (b *Broker) Problem() string {
 	return ""
 }
 
+// headReadTimeout bounds one attempt to read the stream's head at start: a
+// connection that hangs (a pool slot never freed, a connect the network
+// swallowed) fails the attempt, is logged, and the next attempt tries
+// again, instead of the instance staying "starting" with nothing in the log.
+const headReadTimeout = 5 * time.Second
+
+// readHead is one attempt to read the stream's head, bounded by
+// headReadTimeout.
+func (b *Broker) readHead(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, headReadTimeout)
+	defer cancel()
+	return b.store.StockEventsLatest(ctx)
+}
+
 // The problems Problem reports, besides a stall (see checkStall).
 const (
 	problemStarting  = "live events unavailable: starting"
@@ -214,7 +228,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	var last int64
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		var err error
-		if last, err = b.store.StockEventsLatest(ctx); err == nil {
+		if last, err = b.readHead(ctx); err == nil {
 			break
 		}
 		if ctx.Err() != nil {

@@ -171,14 +171,16 @@ const sharedReadGrace = 2 * time.Millisecond
 // reads in 39 ticks for 200 subscribers of one SKU (some ticks three).
 const sharedReadStragglerGrace = 4 * sharedReadGrace
 
-// readShared reads q for a subscription that took its changed SKUs at
-// takenAt. It joins a read of the same SKUs and locations that is sent
-// after takenAt (so the read's snapshot holds every event that marked them
-// changed), or starts one, sent sharedReadGrace from now (the straggler
+// readShared reads q for a subscription whose changed SKUs were last marked
+// at markedAt, after the events that marked them were committed. It joins a
+// read of the same SKUs and locations that is sent after markedAt (so the
+// read's snapshot holds every one of those events) — also when this
+// subscription's goroutine was woken late for its tick, as on a loaded
+// machine, and the others' read is on its way — or starts one, sent sharedReadGrace from now (the straggler
 // grace when an earlier read of the tick was sent already). The read is not
 // bound to the subscription that happens to start it (it may leave), only
 // to sharedReadTimeout.
-func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery, takenAt time.Time) (*sharedRead, error) {
+func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery, markedAt time.Time) (*sharedRead, error) {
 	q = canonical(q)
 	key := strings.Join(q.SKUs, "\x00") + "\x01"
 	if q.Locations != nil {
@@ -186,7 +188,7 @@ func (r *Resolver) readShared(ctx context.Context, q domain.AvailabilityQuery, t
 	}
 	r.availabilityReadsMu.Lock()
 	read := r.availabilityReads[key]
-	if read == nil || !read.started.After(takenAt) {
+	if read == nil || !read.started.After(markedAt) {
 		if r.availabilityReads == nil {
 			r.availabilityReads = map[string]*sharedRead{}
 		}
@@ -279,8 +281,7 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 			sent[next.SKU] = next
 		case <-tick.C:
 			tick.Reset(nextTick(interval))
-			takenAt := time.Now()
-			changed := sink.dirty.take(q.SKUs)
+			changed, markedAt := sink.dirty.take(q.SKUs)
 			if len(changed) == 0 {
 				continue
 			}
@@ -306,7 +307,7 @@ func (r *Resolver) pushAvailability(ctx context.Context, q domain.AvailabilityQu
 				fromMemory = false
 			}
 			behind = 0
-			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations}, takenAt)
+			read, err := r.readShared(ctx, domain.AvailabilityQuery{SKUs: changed, Locations: q.Locations}, markedAt)
 			if err != nil || !read.started.After(lastEnded) {
 				// Read again at the next tick: the values are still owed.
 				for _, s := range changed {

@@ -1,6 +1,9 @@
 package resolvers
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // dirtySet collects the keys that changed since it was last taken. Marking
 // never blocks, so whoever reports changes (the event stream's goroutine)
@@ -9,6 +12,9 @@ import "sync"
 type dirtySet struct {
 	mu   sync.Mutex
 	keys map[string]struct{}
+	// markedAt is when the latest mark since the last take was made: a
+	// read sent after it sees every change the taken keys stand for.
+	markedAt time.Time
 }
 
 // mark records that key changed.
@@ -19,14 +25,16 @@ func (d *dirtySet) mark(key string) {
 		d.keys = map[string]struct{}{}
 	}
 	d.keys[key] = struct{}{}
+	d.markedAt = time.Now()
 }
 
-// take returns the changed keys in order's order and forgets them.
-func (d *dirtySet) take(order []string) []string {
+// take returns the changed keys in order's order and when the latest of
+// their marks was made, and forgets them.
+func (d *dirtySet) take(order []string) ([]string, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.keys) == 0 {
-		return nil
+		return nil, time.Time{}
 	}
 	out := make([]string, 0, len(d.keys))
 	for _, k := range order {
@@ -35,7 +43,7 @@ func (d *dirtySet) take(order []string) []string {
 		}
 	}
 	d.keys = nil
-	return out
+	return out, d.markedAt
 }
 
 // latest is a queue of values to send holding at most one per key: putting

@@ -46,18 +46,20 @@ func TestDirtySetUnderConcurrentMarks(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 100 {
-		for _, k := range d.take(order) {
+		keys, _ := d.take(order)
+		for _, k := range keys {
 			seen[k] = true
 		}
 	}
 	wg.Wait()
-	for _, k := range d.take(order) {
+	keys, _ := d.take(order)
+	for _, k := range keys {
 		seen[k] = true
 	}
 	if len(seen) != len(order) {
 		t.Fatalf("keys taken: %v, want all of %v", seen, order)
 	}
-	if rest := d.take(order); rest != nil {
+	if rest, _ := d.take(order); rest != nil {
 		t.Fatalf("taken twice: %v", rest)
 	}
 }
