@@ -314,6 +314,7 @@ func applyBatchHolds(ctx context.Context, tx *pipelinedTx, batch []*queuedReserv
 	// pooler, where a statement sent from here is planned anew for every
 	// batch. The codes it claims must be the units counted available: if
 	// not, inventory_expect_count raises and the COMMIT is not run.
+	batchHandoff(ctx)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT inventory_expect_count(inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
 		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[],

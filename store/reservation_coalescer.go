@@ -24,10 +24,11 @@ import (
 //
 // A request queues; a leader, a goroutine, takes up to maxBatch queued
 // requests, runs them as one batch, and repeats until the queue is empty.
-// One leader runs while batches keep up: the requests that arrive during a
-// batch wait for its end and form the next one, so under load batches grow
-// and each reserve shares one transaction, one commit and one expiry insert
-// with many (group commit). A second and further leaders, up to maxLeaders,
+// While batches keep up, the requests that arrive during a batch wait until
+// it sends its last round trip and then form the next one (handoff), so
+// under load batches grow, each reserve shares one transaction, one commit
+// and one expiry insert with many (group commit), and the next batch's
+// first round trips overlap the last one's commit. A second and further leaders, up to maxLeaders,
 // start only for a request that has waited in the queue for spreadAfter (a
 // batch behind a locked row, or one that cannot keep up): no request stays
 // queued longer than about spreadAfter while fewer than maxLeaders batches
@@ -208,6 +209,7 @@ func (c *coalescer[T]) lead() {
 		batch := append([]T(nil), c.queue[:n]...)
 		c.queue = append(c.queue[:0:0], c.queue[n:]...)
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		ctx = context.WithValue(ctx, handoffKey{}, c.handoff)
 		rb := &runningBatch{cancel: cancel, waiting: n}
 		for _, b := range batch {
 			b.turnOf().batch = rb
@@ -224,6 +226,35 @@ func (c *coalescer[T]) lead() {
 			close(t.done)
 		}
 		c.mu.Unlock()
+	}
+}
+
+// handoff starts a further leader for the requests queued meanwhile, if
+// any wait and fewer than maxLeaders run. A batch calls it (batchHandoff)
+// as it sends its last round trip, so the next batch's first round trips
+// overlap its commit instead of following it: two batches in flight,
+// staggered by most of a batch, each still as large as what queued during
+// the other's round trips. Lock order is the same in every batch, so the
+// overlap cannot deadlock; on a hot balance the next batch's lock waits
+// for the commit, but its insert and its round trip are behind it.
+func (c *coalescer[T]) handoff() {
+	c.mu.Lock()
+	if len(c.queue) > 0 && c.leaders < c.maxLeaders {
+		c.leaders++
+		go c.lead()
+	}
+	c.mu.Unlock()
+}
+
+// handoffKey carries a batch's coalescer's handoff in the batch's context.
+type handoffKey struct{}
+
+// batchHandoff lets the requests queued behind the batch running on ctx
+// start their own batch now (see coalescer.handoff); nothing outside a
+// batch.
+func batchHandoff(ctx context.Context) {
+	if h, ok := ctx.Value(handoffKey{}).(func()); ok {
+		h()
 	}
 }
 
