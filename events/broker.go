@@ -104,7 +104,7 @@ type Broker struct {
 	logger *slog.Logger
 
 	mu      sync.RWMutex
-	recent  []domain.StockEvent // contiguous seq, ascending, at most cfg.Recent
+	recent  []domain.StockEvent // contiguous seq, ascending; the newest cfg.Recent are memory (since), up to as many more wait to be trimmed
 	last    int64               // newest seq fetched; subscribers without a cursor start here
 	wake    chan struct{}       // closed (and replaced) when events arrive
 	ready   chan struct{}       // closed once last is known

@@ -119,7 +119,11 @@ func (b *Broker) fetchNew(ctx context.Context) error {
 		}
 		b.mu.Lock()
 		b.recent = append(b.recent, events...)
-		if extra := len(b.recent) - b.cfg.Recent; extra > 0 {
+		// Trimmed into a new array only past twice the bound, to the
+		// bound: copying the whole window at every fetch once it is full
+		// cost a tenth of the server's CPU at 2,600 holds/s (10,000 events
+		// copied per fetch); this way each event is copied about once.
+		if extra := len(b.recent) - b.cfg.Recent; extra > b.cfg.Recent {
 			b.recent = append(b.recent[:0:0], b.recent[extra:]...)
 		}
 		b.last = events[len(events)-1].Seq
@@ -140,14 +144,20 @@ func (b *Broker) since(cursor int64, max int) ([]domain.StockEvent, bool, <-chan
 	if cursor >= b.last {
 		return nil, true, b.wake
 	}
-	if len(b.recent) == 0 || b.recent[0].Seq > cursor+1 {
+	// Memory is the newest cfg.Recent events, however many more the array
+	// still holds until fetchNew trims it.
+	recent := b.recent
+	if over := len(recent) - b.cfg.Recent; over > 0 {
+		recent = recent[over:]
+	}
+	if len(recent) == 0 || recent[0].Seq > cursor+1 {
 		return nil, false, b.wake
 	}
-	i := int(cursor + 1 - b.recent[0].Seq)
-	end := min(i+max, len(b.recent))
+	i := int(cursor + 1 - recent[0].Seq)
+	end := min(i+max, len(recent))
 	// Shared, not copied (every subscriber reads every batch): an element
 	// of recent is never written once appended; fetchNew appends past the
 	// length (which no reader's slice reaches: capped here) and trims into
 	// a new array.
-	return b.recent[i:end:end], true, b.wake
+	return recent[i:end:end], true, b.wake
 }
