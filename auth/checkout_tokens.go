@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"inventory/domain"
 )
@@ -32,7 +33,24 @@ type CheckoutTokens struct {
 	MaxTTL int
 	keys   []tokenKey // keys[0] signs
 	now    func() time.Time
+	// verified remembers tokens that verified, until they expire: a
+	// checkout sends the same token with every request, and parsing and
+	// checking it (JSON, claims, HMAC) was 5 % of the server's CPU at
+	// 2,600 reserves/s. Only a token that verified is kept, so a caller
+	// cannot fill it with guesses; a token signed with a secret the ring no
+	// longer lists is gone with the process that listed it.
+	verified *lru.Cache[string, verifiedToken]
 }
+
+// verifiedToken is what a token verified to, and until when.
+type verifiedToken struct {
+	checkoutID string
+	expires    time.Time
+}
+
+// VerifiedTokenEntries bounds the verified-token cache: about 250 bytes a
+// token, 4 MB for as many checkouts at once on one instance.
+const VerifiedTokenEntries = 16_384
 
 // NewCheckoutTokens returns an issuer/verifier for a key ring of secrets:
 // the first signs, every one verifies.
@@ -41,7 +59,11 @@ func NewCheckoutTokens(secrets ...[]byte) (*CheckoutTokens, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CheckoutTokens{keys: keys, now: time.Now}, nil
+	verified, err := lru.New[string, verifiedToken](VerifiedTokenEntries)
+	if err != nil {
+		return nil, fmt.Errorf("auth: verified-token cache: %w", err)
+	}
+	return &CheckoutTokens{keys: keys, now: time.Now, verified: verified}, nil
 }
 
 type checkoutClaims struct {
@@ -96,6 +118,9 @@ var errOtherKey = errors.New("signed with another key")
 // signature in canonical unpadded base64url (its last character's unused
 // bits zero), so that no other string verifies as an issued token.
 func (c *CheckoutTokens) Verify(token string) (string, error) {
+	if v, ok := c.verified.Get(token); ok && c.now().Before(v.expires) {
+		return v.checkoutID, nil
+	}
 	if !canonicalToken(token) {
 		return "", errors.New("checkout token invalid")
 	}
@@ -131,6 +156,7 @@ func (c *CheckoutTokens) Verify(token string) (string, error) {
 	case claims.CheckoutID == "" || claims.CheckoutID != claims.Subject:
 		return "", errors.New("checkout token names no checkout")
 	}
+	c.verified.Add(token, verifiedToken{checkoutID: claims.CheckoutID, expires: claims.ExpiresAt.Time})
 	return claims.CheckoutID, nil
 }
 

@@ -200,3 +200,36 @@ func TestCheckoutTokensKeyRing(t *testing.T) {
 		t.Fatalf("ring B,A: %q %v", s, err)
 	}
 }
+
+// TestVerifiedTokenCacheKeepsExpiry: a token verified once is answered from
+// the cache, but no longer than it lives: past its exp it is expired as if
+// it had never been seen, and a token that failed is not remembered.
+func TestVerifiedTokenCacheKeepsExpiry(t *testing.T) {
+	t.Parallel()
+	c := newTokens(t)
+	ttl := 60
+	token, _, err := c.Issue("cart-7", &ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, err := c.Verify(token); err != nil || got != "cart-7" {
+			t.Fatalf("Verify = %q, %v", got, err)
+		}
+	}
+	if _, ok := c.verified.Get(token); !ok {
+		t.Fatal("a verified token is not in the cache")
+	}
+	c.now = func() time.Time { return time.Now().Add(61 * time.Second) }
+	if _, err := c.Verify(token); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("a cached token past its expiry: %v, want expired", err)
+	}
+	parts := strings.Split(token, ".")
+	tampered := parts[0] + "." + parts[1] + "x." + parts[2]
+	if _, err := c.Verify(tampered); err == nil {
+		t.Fatal("a tampered token was accepted")
+	}
+	if _, ok := c.verified.Get(tampered); ok || c.verified.Len() != 1 {
+		t.Fatalf("a token that failed was cached (%d entries)", c.verified.Len())
+	}
+}
