@@ -48,8 +48,9 @@ type verifiedToken struct {
 	expires    time.Time
 }
 
-// VerifiedTokenEntries bounds the verified-token cache: about 250 bytes a
-// token, 4 MB for as many checkouts at once on one instance.
+// VerifiedTokenEntries bounds the verified-token cache: about 1.2 KB an
+// entry with a long checkout id (the token twice, the id, the LRU's
+// bookkeeping), about 20 MB at most.
 const VerifiedTokenEntries = 16_384
 
 // NewCheckoutTokens returns an issuer/verifier for a key ring of secrets:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,10 +58,19 @@ func (s *Store) pipelinedTxOnce(ctx context.Context, fn func(tx *pipelinedTx) er
 		err = tx.Commit(ctx)
 	}
 	if err != nil && tx.conn.PgConn().TxStatus() != 'I' {
-		_ = tx.Rollback(ctx)
+		// Not on ctx: a batch whose every request gave up is cancelled,
+		// and a ROLLBACK sent on a cancelled context fails and closes the
+		// connection — a client resetting its connection right after each
+		// reserve made the server reconnect once per few reserves.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		_ = tx.Rollback(rctx)
+		cancel()
 	}
 	return err
 }
+
+// rollbackTimeout bounds the ROLLBACK of a failed pipelined transaction.
+const rollbackTimeout = 5 * time.Second
 
 // begin sends BEGIN if no statement has been sent yet (a statement sent on
 // its own, not in a batch, pays this round trip).
