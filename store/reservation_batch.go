@@ -43,7 +43,11 @@ func (s *Store) runReserveBatch(ctx context.Context, batch []*queuedReserve) {
 	}
 	for i, q := range batch {
 		if err != nil {
-			q.outcome = batchOutcome{route: routeBasket}
+			// The batch may have committed with its answer lost (its
+			// connection ended during the COMMIT): the basket path then
+			// finds the row this request's batch made, which is its own
+			// hold, not a replay.
+			q.outcome = batchOutcome{route: routeBasket, madeID: outcomes[i].res.ID}
 			continue
 		}
 		q.outcome = outcomes[i]

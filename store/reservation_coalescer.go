@@ -101,6 +101,10 @@ type batchOutcome struct {
 	route batchRoute
 	res   domain.Reservation // for routeHeld
 	err   error              // for routeRefused
+	// madeID is the reservation row the batch inserted for the request
+	// when the batch failed as a whole: if the batch in fact committed,
+	// the basket path finds this row, and it is the request's own.
+	madeID string
 }
 
 // batchRoute says how a request leaves the batch.

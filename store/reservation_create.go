@@ -56,6 +56,11 @@ func (s *Store) ReservationCreate(ctx context.Context, in domain.ReserveInput) (
 		case routeRefused:
 			return domain.Reservation{}, false, o.err
 		}
+		res, replayed, err := s.reserveBasket(ctx, in, fp)
+		if replayed && q.outcome.madeID != "" && res.ID == q.outcome.madeID {
+			replayed = false // its own batch's commit landed; the answer was lost
+		}
+		return res, replayed, err
 	}
 	return s.reserveBasket(ctx, in, fp)
 }
