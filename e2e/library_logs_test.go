@@ -25,6 +25,10 @@ func TestRefusalsStayOutOfTheLog(t *testing.T) {
 	t.Parallel()
 	s := setupBinary(t, map[string]string{"INVENTORY_LOG_LEVEL": "info"})
 	// The request log records each answer at INFO; nothing else may appear.
+	// The sweeper's first pass (pruning, then reconciliation) logs at INFO
+	// once River has elected a leader, which on a loaded machine can be
+	// seconds after readiness: counting starts after it.
+	waitUntil(t, 30*time.Second, "the sweeper's first pass", func() bool { return strings.Contains(s.logs.String(), `msg="reconciliation pass"`) })
 	time.Sleep(200 * time.Millisecond)
 	before := len(s.logs.String())
 
