@@ -18,14 +18,20 @@ func newTokens(t *testing.T) *CheckoutTokens {
 	return c
 }
 
-func TestCheckoutTokensRoundTrip(t *testing.T) {
-	t.Parallel()
-	c := newTokens(t)
-	ttl := 60
-	token, expires, err := c.Issue("cart-42", &ttl)
+// issueFor issues a token for checkoutID living ttl seconds.
+func issueFor(t *testing.T, c *CheckoutTokens, checkoutID string, ttl int) (string, time.Time) {
+	t.Helper()
+	token, expires, err := c.Issue(checkoutID, &ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return token, expires
+}
+
+func TestCheckoutTokensRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := newTokens(t)
+	token, expires := issueFor(t, c, "cart-42", 60)
 	if d := time.Until(expires); d < 58*time.Second || d > 61*time.Second {
 		t.Fatalf("expiresAt %v is not ~60s away", expires)
 	}
@@ -207,11 +213,7 @@ func TestCheckoutTokensKeyRing(t *testing.T) {
 func TestVerifiedTokenCacheKeepsExpiry(t *testing.T) {
 	t.Parallel()
 	c := newTokens(t)
-	ttl := 60
-	token, _, err := c.Issue("cart-7", &ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	token, _ := issueFor(t, c, "cart-7", 60)
 	for range 3 {
 		if got, err := c.Verify(token); err != nil || got != "cart-7" {
 			t.Fatalf("Verify = %q, %v", got, err)
