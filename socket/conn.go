@@ -53,7 +53,9 @@ func accept(w http.ResponseWriter, r *http.Request, base websocket.AcceptOptions
 			accept.Subprotocols = append(accept.Subprotocols, p)
 		}
 	}
-	hj := &corkingHijacker{ResponseWriter: w}
+	// A peer that takes no byte for two keep-alive intervals is as dead as
+	// one that leaves a ping unanswered that long.
+	hj := &corkingHijacker{ResponseWriter: w, stallAfter: 2 * keepInterval}
 	ws, err := websocket.Accept(hj, r, &accept)
 	if err != nil {
 		return nil, err
@@ -211,7 +213,8 @@ func (c *conn) stopDeadline() {
 // held back and sent together (corkConn).
 type corkingHijacker struct {
 	http.ResponseWriter
-	conn *corkConn
+	stallAfter time.Duration // corkConn's
+	conn       *corkConn
 }
 
 func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -225,7 +228,7 @@ func (h *corkingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// client sends is small. Bytes net/http had read past the handshake are
 	// the first corkConn reads.
 	pending, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	h.conn = newCorkConn(nc, bytes.Clone(pending))
+	h.conn = newCorkConn(nc, bytes.Clone(pending), h.stallAfter)
 	// brw's reader and writer are net/http's own, which its connection
 	// keeps for as long as the handler runs: the socket's whole life, as
 	// gqlgen reads on the handler's goroutine. Nothing uses them after the

@@ -3,8 +3,10 @@ package socket
 import (
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // corkConn is a net.Conn whose writes, while it is corked, collect in a
@@ -21,10 +23,17 @@ import (
 // Invariant: mu is held across every write to Conn, and by a drain for
 // its whole length (the drain's goroutine unlocks it), so the bytes of two
 // frames never interleave on the wire.
+//
+// Every write that waits for the peer gives up once the peer has taken no
+// byte for stallAfter, and then closes the connection (writeAll): a peer
+// that never reads would otherwise hold the writer, the socket's lock and
+// the kernel's send buffer (a few MB) for as long as it stays connected,
+// and the keep-alive could not notice, as its ping waits for that lock.
 type corkConn struct {
 	net.Conn
-	raw    syscall.RawConn // nil: Conn cannot be written without blocking (tryWrite is always busy)
-	unread []byte          // read before the hijack; only the reader touches it
+	raw        syscall.RawConn // nil: Conn cannot be written without blocking (tryWrite is always busy)
+	unread     []byte          // read before the hijack; only the reader touches it
+	stallAfter time.Duration   // 0: writes wait as long as the peer does
 
 	mu       sync.Mutex
 	uncorked sync.Cond // on mu: signalled when the last cork is taken out
@@ -35,8 +44,8 @@ type corkConn struct {
 	nowFn    func(uintptr) bool
 }
 
-func newCorkConn(nc net.Conn, unread []byte) *corkConn {
-	c := &corkConn{Conn: nc, unread: unread}
+func newCorkConn(nc net.Conn, unread []byte, stallAfter time.Duration) *corkConn {
+	c := &corkConn{Conn: nc, unread: unread, stallAfter: stallAfter}
 	c.uncorked.L = &c.mu
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -73,7 +82,37 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
 	}
-	return c.Conn.Write(p)
+	return c.writeAll(p)
+}
+
+// writeAll writes p, waiting for the peer to take it, but never longer than
+// stallAfter without progress: a stalled write closes the connection (half a
+// frame went out, so nothing can follow it), which ends the socket's reader
+// and with it every subscription on it. mu held.
+func (c *corkConn) writeAll(p []byte) (int, error) {
+	if c.stallAfter <= 0 {
+		return c.Conn.Write(p)
+	}
+	total := 0
+	for {
+		// The deadline is cleared after the write: tryWrite's non-blocking
+		// writes would fail on one that passed.
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.stallAfter))
+		n, err := c.Conn.Write(p)
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+		total += n
+		if err == nil {
+			return total, nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return total, err
+		}
+		if n == 0 {
+			_ = c.Conn.Close()
+			return total, err
+		}
+		p = p[n:] // the peer reads, slowly: it has another stallAfter
+	}
 }
 
 func (c *corkConn) cork() {
@@ -99,7 +138,7 @@ func (c *corkConn) uncork() error {
 	c.uncorked.Broadcast()
 	var err error
 	if len(*b) > 0 {
-		_, err = c.Conn.Write(*b)
+		_, err = c.writeAll(*b)
 	}
 	if cap(*b) <= maxPooledCork {
 		*b = (*b)[:0]
@@ -158,7 +197,7 @@ func (c *corkConn) tryWrite(frames []byte) (TryResult, error) {
 	rest := frames[n:]
 	go func() {
 		defer c.mu.Unlock()
-		_, _ = c.Conn.Write(rest)
+		_, _ = c.writeAll(rest)
 	}()
 	return Queued, nil
 }
@@ -207,6 +246,6 @@ func (c *corkConn) writeFrames(frames []byte) error {
 		return ErrClosing
 	}
 	c.frames.track(frames)
-	_, err := c.Conn.Write(frames)
+	_, err := c.writeAll(frames)
 	return err
 }
