@@ -109,7 +109,7 @@ func limitBody(max, maxUpload int64, cpu *anonymousCPU) func(http.Handler) http.
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				r = r.WithContext(withWrites(r.Context(), operationWrites(params.query, params.operationName)))
 				var done func()
-				r, done = streamDeadlines(w, r, operationSubscribes(params.query, params.operationName))
+				w, r, done = streamDeadlines(w, r, operationSubscribes(params.query, params.operationName))
 				defer done()
 			} else if mediaType == "multipart/form-data" {
 				r = r.WithContext(withWrites(r.Context(), true)) // importCodes

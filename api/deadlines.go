@@ -35,6 +35,12 @@ type Deadlines struct {
 	// transaction rolls back) instead of queueing behind a hot balance
 	// until the client has long gone.
 	Handle time.Duration
+	// Stall ends an SSE subscription whose write has not gone out this long
+	// after it was made (INVENTORY_SUBSCRIBER_STALL_TIMEOUT): a client that
+	// never reads would otherwise hold the stream's goroutines, its place in
+	// a fan-out group and the kernel's send buffer for as long as it stays
+	// connected. 0: no bound.
+	Stall time.Duration
 }
 
 func (d Deadlines) middleware(next http.Handler) http.Handler {
@@ -81,27 +87,65 @@ type sseDeadlinesKey struct{}
 
 // streamDeadlines settles an SSE request's deadlines once its body has been
 // read (limitBody calls it): a subscription streams for as long as it lives,
-// so its read and write deadlines are cleared (a read deadline left on the
-// connection would end the stream's context when it passed); a query or
-// mutation keeps its write deadline and gets the request timeout. Any other
-// request is returned as it is. Call done when the request has been handled.
-func streamDeadlines(w http.ResponseWriter, r *http.Request, subscription bool) (_ *http.Request, done func()) {
+// so its read deadline is cleared (a read deadline left on the connection
+// would end the stream's context when it passed) and each of its writes gets
+// the stall bound instead of the one for the whole answer (stallBounded); a
+// query or mutation keeps its write deadline and gets the request timeout.
+// Any other request is returned as it is. Call done when the request has
+// been handled.
+func streamDeadlines(w http.ResponseWriter, r *http.Request, subscription bool) (_ http.ResponseWriter, _ *http.Request, done func()) {
 	d, ok := r.Context().Value(sseDeadlinesKey{}).(Deadlines)
 	if !ok {
-		return r, func() {}
+		return w, r, func() {}
 	}
 	if subscription {
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
-		return r, func() {}
+		if d.Stall <= 0 {
+			return w, r, func() {}
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		sw := &stallBounded{ResponseWriter: w, rc: rc, stall: d.Stall, cancel: cancel}
+		return sw, r.WithContext(ctx), cancel
 	}
 	if d.Handle <= 0 {
-		return r, func() {}
+		return w, r, func() {}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), d.Handle)
-	return r.WithContext(ctx), cancel
+	return w, r.WithContext(ctx), cancel
 }
+
+// stallBounded is an SSE subscription's writer: every write and flush must
+// go out within stall, or the subscription's context ends, and with it the
+// stream (gqlgen's SSE transport ignores write errors, and net/http notices
+// a peer that stopped reading only when it closes).
+type stallBounded struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	stall  time.Duration
+	cancel context.CancelFunc
+}
+
+func (s *stallBounded) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall))
+	n, err := s.ResponseWriter.Write(p)
+	if err != nil {
+		s.cancel()
+	}
+	return n, err
+}
+
+// Flush sends what the stream wrote; it is where the bytes meet the peer.
+func (s *stallBounded) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall))
+	if err := s.rc.Flush(); err != nil {
+		s.cancel()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *stallBounded) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // hijackClears is the response writer of every request: when a WebSocket
 // handshake hijacks the connection, the deadlines set for the request are

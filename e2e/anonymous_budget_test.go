@@ -43,9 +43,12 @@ func seedSKUs(t *testing.T, ts *testServer, n int) []string {
 	if f := failed.Load(); f != nil {
 		t.Fatalf("createSku: %v", f)
 	}
-	var p map[string]any
+	var p struct{ UserErrors []any }
 	ts.mustData(ts.gql(ts.admin, `mutation($in: SetStockLevelsInput!) { setStockLevels(input: $in) { userErrors { code message } } }`,
 		map[string]any{"in": map[string]any{"reference": "seed", "levels": levels}}), "setStockLevels", &p)
+	if len(p.UserErrors) > 0 { // more levels than one call takes, say: nothing was seeded
+		t.Fatalf("setStockLevels: %v", p.UserErrors)
+	}
 	return codes
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,7 @@ type corkConn struct {
 	raw        syscall.RawConn // nil: Conn cannot be written without blocking (tryWrite is always busy)
 	unread     []byte          // read before the hijack; only the reader touches it
 	stallAfter time.Duration   // 0: writes wait as long as the peer does
+	sent       atomic.Int64    // bytes the kernel took, ever: with unsent, what the peer acknowledged
 
 	mu       sync.Mutex
 	uncorked sync.Cond // on mu: signalled when the last cork is taken out
@@ -91,7 +93,9 @@ func (c *corkConn) Write(p []byte) (int, error) {
 // and with it every subscription on it. mu held.
 func (c *corkConn) writeAll(p []byte) (int, error) {
 	if c.stallAfter <= 0 {
-		return c.Conn.Write(p)
+		n, err := c.Conn.Write(p)
+		c.sent.Add(int64(n))
+		return n, err
 	}
 	total := 0
 	for {
@@ -100,6 +104,7 @@ func (c *corkConn) writeAll(p []byte) (int, error) {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.stallAfter))
 		n, err := c.Conn.Write(p)
 		_ = c.Conn.SetWriteDeadline(time.Time{})
+		c.sent.Add(int64(n))
 		total += n
 		if err == nil {
 			return total, nil
@@ -215,10 +220,21 @@ func (c *corkConn) writeNow(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	c.sent.Add(int64(max(n, 0)))
 	if errors.Is(werr, syscall.EAGAIN) || errors.Is(werr, syscall.EINTR) {
 		werr = nil
 	}
 	return max(n, 0), werr
+}
+
+// acked is how many bytes the peer has acknowledged, ever, and whether any
+// are still waiting for it; ok is false when that cannot be known.
+func (c *corkConn) acked() (acked int64, waiting, ok bool) {
+	unsent := c.unsent() // before sent: a write in between reads as progress, never as a stall
+	if unsent < 0 {
+		return 0, false, false
+	}
+	return c.sent.Load() - unsent, unsent > 0, true
 }
 
 // nowWrite is writeNow's one write(2), as syscall.RawConn.Write calls it.

@@ -19,11 +19,21 @@ import (
 //     does not answer with a pong is dropped: the read deadline is two
 //     intervals from the ack, cleared by each pong, and set two intervals
 //     ahead again at a ping only if a pong came since the one before.
+//
+// Either way, a peer that reads nothing is dropped too: at each tick the
+// bytes it acknowledged are compared with the last tick's, and a peer that
+// left bytes waiting and acknowledged none of them for two ticks is cut
+// off, whatever pongs it sends (a pong proves the peer writes, not that it
+// reads) and however little the server has to write to it meanwhile. A
+// peer that reads slowly acknowledges something every tick.
 type keepAlive struct {
 	interval time.Duration
 	timer    *time.Timer // under conn.mu; nil until the ack, or after close
 	pong     bool        // under conn.mu: a pong came since the last ping
 	acked    bool        // under conn.mu: the connection_ack went out
+	// Touched by the tick alone (ticks never overlap: each arms the next).
+	lastAcked int64 // the bytes the peer had acknowledged at the last tick
+	stuck     int   // ticks in a row that found bytes waiting and none acknowledged
 }
 
 var (
@@ -51,8 +61,21 @@ func (c *conn) wrote(msg []byte) {
 	c.keep.timer = time.AfterFunc(c.keep.interval, c.keepAliveTick)
 }
 
-// keepAliveTick sends the ping (or ka) and arms the next.
+// keepAliveTick drops a peer that stopped reading, else sends the ping (or
+// ka) and arms the next.
 func (c *conn) keepAliveTick() {
+	if acked, waiting, ok := c.raw.acked(); ok {
+		if waiting && acked == c.keep.lastAcked {
+			c.keep.stuck++
+		} else {
+			c.keep.stuck = 0
+		}
+		c.keep.lastAcked = acked
+		if c.keep.stuck >= 2 {
+			_ = c.raw.Conn.Close() // its reader ends the socket
+			return
+		}
+	}
 	pingPong := c.Subprotocol() == "graphql-transport-ws"
 	msg := kaMsg
 	if pingPong {
