@@ -9,25 +9,25 @@ import (
 )
 
 // canonicalQuestion is a latest field's question in canonical words: its
-// name, alias and selection (response keys and field names), and its
+// name, its selection's field names (merged as gqlgen merges them), and its
 // arguments with every list of strings sorted and deduplicated (a set of
-// SKUs or locations). Subscribers who ask the same thing in other words —
-// SKUs in another order or twice, the list inline or in a variable, the
-// document spaced otherwise — then share one group, and so one read and one
-// serialization a tick; keyed by the raw document and variables, each
-// spelling was a group of its own. ok is false for anything whose answer
-// could differ by more than that (directives, fragments, arguments below
-// the root field): those keep the raw key.
-func canonicalQuestion(field *ast.Field, vars map[string]any) (string, bool) {
+// SKUs or locations); sp is the response keys the subscriber chose
+// (spelling). Subscribers who ask the same thing in other words — SKUs in
+// another order or twice, the list inline or in a variable, other aliases,
+// a field asked twice, the document spaced otherwise — then share one
+// group, and so one read and one execution a tick; keyed by the raw
+// document and variables, each spelling was a group of its own. ok is false
+// for anything whose answer could differ by more than that (directives,
+// fragments, arguments below the root field): those keep the raw key.
+func canonicalQuestion(field *ast.Field, vars map[string]any) (question string, sp *spelling, ok bool) {
 	if len(field.Directives) > 0 {
-		return "", false
+		return "", nil, false
 	}
 	var b strings.Builder
-	b.WriteString(field.Alias)
-	b.WriteByte(':')
 	b.WriteString(field.Name)
-	if !writeSelection(&b, field.SelectionSet) {
-		return "", false
+	sub, ok := selectionTree(&b, field.SelectionSet)
+	if !ok {
+		return "", nil, false
 	}
 	args := field.ArgumentMap(vars)
 	for name, v := range args {
@@ -37,33 +37,11 @@ func canonicalQuestion(field *ast.Field, vars map[string]any) (string, bool) {
 	}
 	js, err := json.Marshal(args) // map keys sorted
 	if err != nil {
-		return "", false
+		return "", nil, false
 	}
 	b.Write(js)
-	return b.String(), true
-}
-
-// writeSelection writes a selection of plain fields; false for anything else.
-func writeSelection(b *strings.Builder, set ast.SelectionSet) bool {
-	if len(set) == 0 {
-		return true
-	}
-	b.WriteByte('{')
-	for _, s := range set {
-		f, isField := s.(*ast.Field)
-		if !isField || len(f.Arguments) > 0 || len(f.Directives) > 0 {
-			return false
-		}
-		b.WriteString(f.Alias)
-		b.WriteByte(':')
-		b.WriteString(f.Name)
-		if !writeSelection(b, f.SelectionSet) {
-			return false
-		}
-		b.WriteByte(' ')
-	}
-	b.WriteByte('}')
-	return true
+	root := &keyTree{keys: []string{field.Alias}, index: map[string]int{field.Alias: 0}, sub: []*keyTree{sub}}
+	return b.String(), newSpelling(root), true
 }
 
 // stringSet is list sorted and deduplicated if it holds only strings, else

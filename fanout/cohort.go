@@ -7,7 +7,7 @@ import "inventory/socket"
 //
 // A cohort is the pooled members at the same place in the log whose
 // messages are framed alike (the same operation id and subprotocol: the
-// frame's suffix). In a group that keeps up that is all of them, as a
+// frame's suffix) and spelled alike (the same response keys). In a group that keeps up that is all of them, as a
 // product page's viewers all subscribe with id "1": one flush frames its
 // messages once for ten thousand sockets.
 type pooledFlush struct {
@@ -18,6 +18,7 @@ type pooledFlush struct {
 type cohort struct {
 	next   int64
 	suffix string
+	spell  int
 }
 
 type cohortFrames struct {
@@ -28,10 +29,13 @@ type cohortFrames struct {
 // add queues m's messages, the log from m.next to head, and moves m to head
 // (g.mu held). m is busy until its job is done.
 func (q *pooledFlush) add(g *group, m *member, head int64) {
-	k := cohort{next: m.next, suffix: m.suffixKey}
+	k := cohort{next: m.next, suffix: m.suffixKey, spell: m.spell}
 	f, ok := q.frames[k]
 	if !ok {
 		batch := collect(nil, g.latest, nil, g.log[m.next-g.base:])
+		for i := range batch {
+			batch[i] = batch[i].respell(g, m.spell)
+		}
 		size := 0
 		for _, e := range batch {
 			size += len(e.payload) + len(m.prefix) + len(m.suffix) + 10 // 10: the longest frame header

@@ -1,6 +1,8 @@
 // Package fanout runs each live subscription once for all the subscribers
 // that asked the same thing. Subscribers with the same document, operation
-// name, variables and caller scope form a group; the group's one gqlgen
+// name, variables and caller scope form a group (for availabilityChanged,
+// the same question in any words: SKU order, aliases, spacing; each member
+// reads the answer under its own response keys, spelling.go); the group's one gqlgen
 // execution turns each event (or conflated tick) into a response, which is
 // serialized once and appended to the group's log. Over a WebSocket, a
 // member that keeps up is written to by a small bounded pool of writers
@@ -136,11 +138,11 @@ func (r *Registry) AroundOperations(ctx context.Context, next graphql.OperationH
 	if op == nil || op.Operation == nil || op.Operation.Operation != ast.Subscription {
 		return next(ctx)
 	}
-	key, latest, ok := groupKey(ctx, op)
+	key, sp, latest, ok := groupKey(ctx, op)
 	if !ok {
 		return r.alone(ctx, next)
 	}
-	m := r.join(ctx, key, latest, next)
+	m := r.join(ctx, key, sp, latest, next)
 	return m.responses
 }
 
@@ -160,31 +162,32 @@ func (r *Registry) alone(ctx context.Context, next graphql.OperationHandler) gra
 
 // groupKey is what makes subscribers one group: the document, operation
 // name and variables (the same execution), or for a latest field the
-// question they ask in canonical words (canonicalQuestion), and the
+// question they ask in canonical words (canonicalQuestion, which also
+// gives the subscriber's spelling of it; nil: the document's), and the
 // caller's scope (the same answers to authorization). A subscription that resumes from a
 // cursor (a root field with `after` set) runs alone: it owes its
 // subscriber the events after that cursor, which a running group has
 // delivered already.
-func groupKey(ctx context.Context, op *graphql.OperationContext) (key string, latest, ok bool) {
+func groupKey(ctx context.Context, op *graphql.OperationContext) (key string, sp *spelling, latest, ok bool) {
 	if len(op.Operation.SelectionSet) != 1 {
-		return "", false, false
+		return "", nil, false, false
 	}
 	field, isField := op.Operation.SelectionSet[0].(*ast.Field)
 	if !isField {
-		return "", false, false
+		return "", nil, false, false
 	}
 	if args := field.ArgumentMap(op.Variables); args["after"] != nil {
-		return "", false, false
+		return "", nil, false, false
 	}
 	a := domain.ActorFrom(ctx)
 	question, canonical := "", false
 	if latestFields[field.Name] {
-		question, canonical = canonicalQuestion(field, op.Variables)
+		question, sp, canonical = canonicalQuestion(field, op.Variables)
 	}
 	if !canonical {
 		vars, err := json.Marshal(op.Variables) // map keys sorted: canonical
 		if err != nil {
-			return "", false, false
+			return "", nil, false, false
 		}
 		question = op.RawQuery + "\x00" + op.OperationName + "\x00" + string(vars)
 	}
@@ -193,22 +196,22 @@ func groupKey(ctx context.Context, op *graphql.OperationContext) (key string, la
 		b.WriteString(part)
 		b.WriteByte(0)
 	}
-	return b.String(), latestFields[field.Name], true
+	return b.String(), sp, latestFields[field.Name], true
 }
 
 // join makes ctx's subscriber a member of the group for key, starting the
 // group if there is none (or the one there takes no more members).
-func (r *Registry) join(ctx context.Context, key string, latest bool, next graphql.OperationHandler) *member {
+func (r *Registry) join(ctx context.Context, key string, sp *spelling, latest bool, next graphql.OperationHandler) *member {
 	m := newMember(ctx, r)
 	r.mu.Lock()
 	g := r.groups[key]
-	if g != nil && !g.attach(m) {
+	if g != nil && !g.attach(m, sp) {
 		g = nil
 	}
 	var start bool
 	if g == nil {
 		g = newGroup(r, key, latest)
-		g.attach(m)
+		g.attach(m, sp)
 		r.groups[key] = g
 		start = true
 	}

@@ -18,9 +18,10 @@ import (
 // every member.
 type entry struct {
 	resp    *graphql.Response
-	payload []byte // json.Marshal(resp): what gqlgen would send as the payload
-	key     string // latest mode: the value it replaces older ones of (a SKU)
-	seq     int64  // the stock event's seq, for a cut-off member's cursor
+	payload []byte      // json.Marshal(resp): what gqlgen would send as the payload
+	key     string      // latest mode: the value it replaces older ones of (a SKU)
+	seq     int64       // the stock event's seq, for a cut-off member's cursor
+	alts    *renditions // under the group's other spellings (respell); nil: it has one
 }
 
 type meta struct {
@@ -82,6 +83,12 @@ type group struct {
 	flushArmed bool
 	offered    int64 // the head at the last flush: entries below it were offered to every member
 
+	// spellings are the members' spellings of the question, the executed
+	// document's first (index 0); a member's spell indexes it. Only grows:
+	// a spelling costs a rename per message while any member uses it, and
+	// members are bounded by the subscription caps.
+	spellings []*spelling
+
 	// published is head(), for the writer pool to read without mu.
 	published atomic.Int64
 }
@@ -98,7 +105,7 @@ func (g *group) head() int64 { return g.base + int64(len(g.log)) }
 // and in latest mode, before them, the newest value of each key (owed),
 // which never is older than what follows. Both happen under mu, the lock
 // append holds, so no message falls between the two.
-func (g *group) attach(m *member) bool {
+func (g *group) attach(m *member, sp *spelling) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -106,6 +113,7 @@ func (g *group) attach(m *member) bool {
 	}
 	m.g = g
 	m.next = g.head()
+	m.spell = g.spellingIndex(sp)
 	if g.latest && len(g.newest) > 0 {
 		m.owed = append([]entry(nil), g.newest...)
 		m.signal()
@@ -113,6 +121,21 @@ func (g *group) attach(m *member) bool {
 	g.members[m] = struct{}{}
 	g.r.membersN.Add(1)
 	return true
+}
+
+// spellingIndex is sp's index in g.spellings, added if new (mu held); 0
+// for nil (the group's key holds the whole document).
+func (g *group) spellingIndex(sp *spelling) int {
+	if sp == nil {
+		return 0
+	}
+	for i, have := range g.spellings {
+		if have.key == sp.key {
+			return i
+		}
+	}
+	g.spellings = append(g.spellings, sp)
+	return len(g.spellings) - 1
 }
 
 // detach removes m (it left, or was cut off). The last member to leave ends
@@ -155,7 +178,11 @@ func (g *group) run(ctx context.Context, responses graphql.ResponseHandler) {
 		kept := *resp
 		kept.Data = bytes.Clone(resp.Data)
 		t := g.tags.pop()
-		g.append(entry{resp: &kept, payload: payload, key: t.key, seq: t.seq})
+		e := entry{resp: &kept, payload: payload, key: t.key, seq: t.seq}
+		if g.latest {
+			e.alts = &renditions{}
+		}
+		g.append(e)
 	}
 	g.mu.Lock()
 	g.done, g.closed = true, true

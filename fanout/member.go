@@ -32,6 +32,7 @@ type member struct {
 	prefix, suffix []byte
 	suffixKey      string // suffix, as a key of a flush's cohorts
 	frame          []byte
+	spell          int // its spelling: an index of g.spellings, set at attach
 
 	// Under g.mu; written by the member itself under the read lock
 	// (take), by the group under the write lock.
@@ -158,6 +159,11 @@ func (m *member) take() (batch []entry, end error, ended bool) {
 		return nil, m.cut, true
 	}
 	batch = collect(m.scratch[:0], g.latest, m.owed, g.log[m.next-g.base:])
+	if m.spell != 0 {
+		for i := range batch {
+			batch[i] = batch[i].respell(g, m.spell)
+		}
+	}
 	m.owed, m.next = nil, g.head()
 	m.scratch = batch
 	if len(batch) == 0 && g.done {
