@@ -46,17 +46,20 @@ func (ts *testServer) waitMetric(name string, want float64) string {
 	}
 }
 
+// smallWindowDialer dials from a socket whose receive buffer is as small as
+// the kernel allows, so a server writing to it soon waits for the reader.
+var smallWindowDialer = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+	return errors.Join(err, serr)
+}}
+
 // dialWSSmallWindow opens a graphql-transport-ws socket whose receive buffer
 // is a few kilobytes: a client that does not read soon makes the server's
 // writes to it block.
 func dialWSSmallWindow(t *testing.T, url, token string) *wsClient {
 	t.Helper()
-	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
-		return errors.Join(err, serr)
-	}}
-	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	client := &http.Client{Transport: &http.Transport{DialContext: smallWindowDialer.DialContext}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/graphql", &websocket.DialOptions{HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}})

@@ -8,24 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 )
-
-// smallWindowDialer dials from a socket whose receive buffer is as small as
-// the kernel allows, so a server writing to it soon waits for the reader.
-var smallWindowDialer = &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-	}); err != nil {
-		return err
-	}
-	return serr
-}}
 
 // TestSubscribersThatNeverReadAreDropped is the attack of clients that
 // subscribe and never read, against the real binary: one over SSE, one over
