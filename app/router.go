@@ -45,7 +45,7 @@ func wireRouter(ctx context.Context, cfg config.Config, db *pools, st stores, li
 	return api.NewRouter(api.Config{
 		Answers: answers,
 		Resolver: &resolvers.Resolver{Catalog: avail.Catalog{Catalog: st.api, Copy: live.copy}, Stock: live.stock, Reconciler: st.api,
-			Reservations: metrics.Reservations{Reservations: st.api, Metrics: live.metrics}, UnitCodes: st.api,
+			Reservations: metrics.Reservations{Reservations: st.api, Metrics: live.metrics}, Orders: metrics.Orders{Orders: st.api, Metrics: live.metrics}, UnitCodes: st.api,
 			Waitlists: st.api, WaitlistFeed: st.api, WaitlistSignals: live.broker, WaitlistOverview: st.api,
 			Events: st.api, Broker: live.broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st.api,
 			Live: st.api, LiveShare: anonymousShare, LiveMemory: liveMemory, PushInterval: cfg.AvailabilityPushInterval,

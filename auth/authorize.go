@@ -21,7 +21,10 @@ const (
 	// checkout backend can vouch for, so a checkout token (held by the
 	// shopper's browser) never may: it could otherwise take goods, and reveal
 	// codes, that nobody paid for.
-	ConfirmSale      Action = "confirm a reservation"
+	ConfirmSale Action = "confirm a reservation"
+	// ShipOrders ships and cancels confirmed orders: the checkout backend's
+	// or the warehouse's word, never a shopper's token.
+	ShipOrders       Action = "ship and cancel orders"
 	ReadStockEvents  Action = "read stock events"
 	OperateInventory Action = "read inventory health and reconciliation"
 	// ReadAlerting reads how the admin has set up alerting (an SKU's own
@@ -39,6 +42,7 @@ var policy = map[Action][]domain.Role{
 	IssueCheckoutToken: {domain.RoleService, domain.RoleAdmin},
 	ActOnCheckout:      {domain.RoleCheckout, domain.RoleService, domain.RoleAdmin},
 	ConfirmSale:        {domain.RoleService, domain.RoleAdmin},
+	ShipOrders:         {domain.RoleService, domain.RoleAdmin},
 	ReadStockEvents:    {domain.RoleAdmin},
 	OperateInventory:   {domain.RoleAdmin},
 	ReadAlerting:       {domain.RoleAdmin},

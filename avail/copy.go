@@ -4,7 +4,7 @@
 //
 // The copy loads every balance, SKU and location in one snapshot, then
 // applies the broker's gap-free event stream in seq order from the
-// snapshot's seq. Each event carries the balance's on hand and reserved
+// snapshot's seq. Each event carries the balance's on hand, reserved and committed
 // after the change; pending supply and pre-ordered counts (which events do
 // not carry) are read back from the database for the balances a batch of
 // events touched, off the read path. A gap, the end of the subscription
@@ -101,6 +101,7 @@ type balance struct {
 	location                              string
 	priority                              int
 	onHand, reserved, pending, preordered int32
+	committed                             int32
 	updatedAt                             int64 // unix nanoseconds
 	seq                                   int64
 }
@@ -363,7 +364,8 @@ func (c *Copy) get(q domain.AvailabilityQuery, withDeps bool) (out []*domain.Ava
 				continue
 			}
 			balances = append(balances, domain.Balance{SKU: s.code, Location: b.location,
-				OnHand: int(b.onHand), Reserved: int(b.reserved), PendingSupply: int(b.pending), Preordered: int(b.preordered),
+				OnHand: int(b.onHand), Reserved: int(b.reserved), Committed: int(b.committed),
+				PendingSupply: int(b.pending), Preordered: int(b.preordered),
 				UpdatedAt: time.Unix(0, b.updatedAt)}) // local, as pgx gives the database path
 			seq = max(seq, b.seq)
 		}

@@ -181,7 +181,8 @@ func (c *Copy) install(snap domain.AvailabilitySnapshot) {
 			continue // cannot happen in one snapshot
 		}
 		s.balances = append(s.balances, &balance{location: codes[b.Location], priority: locations[b.Location],
-			onHand: int32(b.OnHand), reserved: int32(b.Reserved), pending: int32(b.PendingSupply), preordered: int32(b.Preordered),
+			onHand: int32(b.OnHand), reserved: int32(b.Reserved), committed: int32(b.Committed),
+			pending: int32(b.PendingSupply), preordered: int32(b.Preordered),
 			updatedAt: b.UpdatedAt.UnixNano(), seq: b.Seq})
 	}
 	for _, s := range skus {
@@ -247,7 +248,7 @@ func (c *Copy) apply(e domain.StockEvent) bool {
 		s.balances = append(s.balances, b)
 		slices.SortFunc(s.balances, byPriority)
 	}
-	b.onHand, b.reserved, b.seq = int32(e.OnHand), int32(e.Reserved), e.Seq
+	b.onHand, b.reserved, b.committed, b.seq = int32(e.OnHand), int32(e.Reserved), int32(e.Committed), e.Seq
 	s.version++
 	b.updatedAt = e.At.UnixNano()
 	c.applied = e.Seq

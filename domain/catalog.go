@@ -18,10 +18,28 @@ func (k StockKind) Valid() bool { return k == KindQuantity || k == KindCodes }
 // Location is a place stock is held. Reserving a line without a location takes
 // stock from locations in ascending Priority (then code) order.
 type Location struct {
-	Code     string
-	Name     string
-	Priority int
+	Code        string
+	Name        string
+	Priority    int
+	Fulfillment FulfillmentMode
 }
+
+// FulfillmentMode says when a location's sold units leave on_hand. The values
+// are the GraphQL enum names.
+type FulfillmentMode string
+
+const (
+	// FulfillOnConfirm takes the units off on_hand at confirm: a shop counter,
+	// a digital code. The default, and the only mode before committed stock.
+	FulfillOnConfirm FulfillmentMode = "ON_CONFIRM"
+	// FulfillOnShipment moves them from reserved to committed at confirm, and
+	// off on_hand only when FulfillOrder ships them: a warehouse whose WMS
+	// counts physical stock until dispatch would otherwise sell them again.
+	FulfillOnShipment FulfillmentMode = "ON_SHIPMENT"
+)
+
+// Valid reports whether m is a known mode.
+func (m FulfillmentMode) Valid() bool { return m == FulfillOnConfirm || m == FulfillOnShipment }
 
 // SKU is a sellable item, with its balances when read through SKUByCode.
 type SKU struct {
@@ -35,19 +53,22 @@ type SKU struct {
 }
 
 // Balance is the stock of one SKU at one location. Available is derived, never
-// stored: the database enforces 0 <= reserved <= on_hand.
+// stored: the database enforces reserved + committed <= on_hand.
 type Balance struct {
-	SKU           string
-	Location      string
-	OnHand        int
-	Reserved      int
+	SKU      string
+	Location string
+	OnHand   int // what is physically there
+	Reserved int
+	// Committed is sold and not yet shipped (ON_SHIPMENT locations only):
+	// still on hand, never for sale.
+	Committed     int
 	PendingSupply int
 	Preordered    int
 	UpdatedAt     time.Time
 }
 
 // Available is what a new reservation could take now.
-func (b Balance) Available() int { return b.OnHand - b.Reserved }
+func (b Balance) Available() int { return b.OnHand - b.Reserved - b.Committed }
 
 // PreorderAvailable is what could still be sold against expected supply.
 func (b Balance) PreorderAvailable() int { return max(b.PendingSupply-b.Preordered, 0) }
@@ -63,6 +84,9 @@ func (a Availability) OnHand() int { return a.sum(func(b Balance) int { return b
 
 // Reserved sums held stock over the locations.
 func (a Availability) Reserved() int { return a.sum(func(b Balance) int { return b.Reserved }) }
+
+// Committed sums sold, unshipped stock over the locations.
+func (a Availability) Committed() int { return a.sum(func(b Balance) int { return b.Committed }) }
 
 // Available sums what can be reserved now over the locations.
 func (a Availability) Available() int { return a.sum(Balance.Available) }

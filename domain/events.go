@@ -19,6 +19,8 @@ const (
 	CauseExpired           StockEventCause = "EXPIRED"
 	CauseImported          StockEventCause = "IMPORTED"
 	CausePreorderAllocated StockEventCause = "PREORDER_ALLOCATED"
+	CauseFulfilled         StockEventCause = "FULFILLED"
+	CauseCancelled         StockEventCause = "CANCELLED"
 )
 
 // StockEvent is one balance change, with the balance after it. Seq orders all
@@ -30,6 +32,7 @@ type StockEvent struct {
 	Cause         StockEventCause
 	OnHand        int
 	Reserved      int
+	Committed     int
 	At            time.Time
 	ReservationID *string
 	// CheckoutID is the checkout whose reservation caused the change, for
@@ -38,7 +41,7 @@ type StockEvent struct {
 }
 
 // Available is what could be reserved after the change.
-func (e StockEvent) Available() int { return e.OnHand - e.Reserved }
+func (e StockEvent) Available() int { return e.OnHand - e.Reserved - e.Committed }
 
 // StockEventsChannel is the PostgreSQL NOTIFY channel the relay signals on,
 // at most once per publish, with the newest seq as payload: the store

@@ -81,6 +81,11 @@ type OrderLine struct {
 	Currency  *string
 	// PendingCodes counts pre-ordered units not yet allocated.
 	PendingCodes int
+	// Committed is in hand for the order and not yet shipped, at an
+	// ON_SHIPMENT location (what the balance's Committed counts); zero
+	// elsewhere. Fulfilled and Cancelled are what shipped and what was
+	// given back (FulfillOrder, CancelOrder).
+	Committed, Fulfilled, Cancelled int
 }
 
 // Scope limits whose reservations and orders a call may see or change. The zero
@@ -111,6 +116,13 @@ type OperationsSnapshot struct {
 	HeldReservations int
 	OverdueHolds     int     // held past their deadline: expiry is late
 	RelayLagSeconds  float64 // how long the oldest committed event has waited to be published
+	// UnshippedOrders have units committed at an ON_SHIPMENT location, not
+	// yet fulfilled or cancelled; UnshippedUnits counts those units, and
+	// OldestUnshippedSeconds is how long ago the oldest of those orders was
+	// confirmed (0: none): a growing tail means the warehouse is behind.
+	UnshippedOrders        int
+	UnshippedUnits         int
+	OldestUnshippedSeconds float64
 }
 
 // InventoryHealth is what on-call looks at first.
@@ -123,6 +135,11 @@ type InventoryHealth struct {
 	AllocationFailureRate float64 // OUT_OF_STOCK share of reserve attempts, last hour
 	LastSweepReleased     *int
 	LastSweepAt           *time.Time
+	// The orders waiting to ship from ON_SHIPMENT locations: as in
+	// OperationsSnapshot.
+	UnshippedOrders        int
+	UnshippedUnits         int
+	OldestUnshippedSeconds float64
 }
 
 // AgeBucket counts held reservations at least MinAgeSeconds old (and younger

@@ -5,6 +5,8 @@ type CreateLocationInput struct {
 	Code     string
 	Name     string
 	Priority int
+	// Fulfillment is FulfillOnConfirm when empty.
+	Fulfillment FulfillmentMode
 }
 
 // Validate checks the input before anything is written.
@@ -17,6 +19,9 @@ func (in CreateLocationInput) Validate() error {
 	}
 	if in.Priority < -MaxPriority || in.Priority > MaxPriority {
 		return InvalidInput([]string{"input", "priority"}, "priority must be between %d and %d", -MaxPriority, MaxPriority)
+	}
+	if in.Fulfillment != "" && !in.Fulfillment.Valid() {
+		return InvalidInput([]string{"input", "fulfillment"}, "fulfillment must be ON_CONFIRM or ON_SHIPMENT")
 	}
 	return nil
 }

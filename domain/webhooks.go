@@ -36,6 +36,12 @@ const (
 	// one delivery per offer, at the offer's RESERVED event (an offer's
 	// reservation has one line, so one event).
 	TopicWaitlistOffered WebhookTopic = "WAITLIST_OFFERED"
+	// TopicOrderFulfilled is a fulfillOrder: one delivery per shipment, at
+	// the first of its FULFILLED events that passes the filters, with all
+	// its lines.
+	TopicOrderFulfilled WebhookTopic = "ORDER_FULFILLED"
+	// TopicOrderCancelled is a cancelOrder, likewise.
+	TopicOrderCancelled WebhookTopic = "ORDER_CANCELLED"
 )
 
 var topicNames = map[WebhookTopic]string{
@@ -47,6 +53,8 @@ var topicNames = map[WebhookTopic]string{
 	TopicReservationConfirmed: "reservation.confirmed",
 	TopicPreorderAllocated:    "preorder.allocated",
 	TopicWaitlistOffered:      "waitlist.offered",
+	TopicOrderFulfilled:       "order.fulfilled",
+	TopicOrderCancelled:       "order.cancelled",
 }
 
 // Name is the topic as a delivery's "type" carries it, e.g. "stock.changed".

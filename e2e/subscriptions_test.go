@@ -234,6 +234,16 @@ func TestStockChangedUnderConcurrentWriters(t *testing.T) {
 	sub := dialWS(t, ts.url, ts.admin, false)
 	sub.ack()
 	sub.subscribe("1", stockChangedSub, map[string]any{"after": 0})
+	total := 4 + 8*125
+	// The subscriber reads while the writers write, as a live client does:
+	// one that takes no bytes for two keep-alive intervals is dropped
+	// (TestPeerThatNeverReadsIsDropped), which a race-built run of the
+	// writers alone can outlast.
+	received := make(chan []wsEvent, 1)
+	go func() {
+		defer close(received) // also when receiveEvents failed the test
+		received <- receiveEvents(t, sub, total)
+	}()
 
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -252,8 +262,10 @@ func TestStockChangedUnderConcurrentWriters(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	total := 4 + 8*125
-	got := receiveEvents(t, sub, total)
+	got, ok := <-received
+	if !ok {
+		t.FailNow() // receiveEvents said why
+	}
 	requireDense(t, got, 1)
 	last := map[string]wsEvent{}
 	for _, e := range got {

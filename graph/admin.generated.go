@@ -240,6 +240,75 @@ func (ec *executionContext) fieldContext_InventoryHealth_lastSweepAt(_ context.C
 	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Time")
 }
 
+func (ec *executionContext) _InventoryHealth_unshippedOrders(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_unshippedOrders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnshippedOrders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_unshippedOrders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InventoryHealth_unshippedUnits(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_unshippedUnits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnshippedUnits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_unshippedUnits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Int")
+}
+
+func (ec *executionContext) _InventoryHealth_oldestUnshippedSeconds(ctx context.Context, field graphql.CollectedField, obj *domain.InventoryHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InventoryHealth_oldestUnshippedSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OldestUnshippedSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InventoryHealth_oldestUnshippedSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InventoryHealth", field, false, false, "Float")
+}
+
 func (ec *executionContext) _ReconciliationIssue_kind(ctx context.Context, field graphql.CollectedField, obj *domain.ReconciliationIssue) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -426,6 +495,21 @@ func (ec *executionContext) _InventoryHealth(ctx context.Context, sel ast.Select
 		case "lastSweepAt":
 			out.Values[i] = ec._InventoryHealth_lastSweepAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "unshippedOrders":
+			out.Values[i] = ec._InventoryHealth_unshippedOrders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unshippedUnits":
+			out.Values[i] = ec._InventoryHealth_unshippedUnits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "oldestUnshippedSeconds":
+			out.Values[i] = ec._InventoryHealth_oldestUnshippedSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

@@ -226,6 +226,29 @@ func (ec *executionContext) fieldContext_Location_priority(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Location", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Location_fulfillment(ctx context.Context, field graphql.CollectedField, obj *domain.Location) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Location_fulfillment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fulfillment, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v domain.FulfillmentMode) graphql.Marshaler {
+			return ec.marshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Location_fulfillment(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Location", field, false, false, "FulfillmentMode")
+}
+
 func (ec *executionContext) _Sku_code(ctx context.Context, field graphql.CollectedField, obj *domain.SKU) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -429,7 +452,7 @@ func (ec *executionContext) unmarshalInputCreateLocationInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "name", "priority"}
+	fieldsInOrder := [...]string{"code", "name", "priority", "fulfillment"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -457,6 +480,13 @@ func (ec *executionContext) unmarshalInputCreateLocationInput(ctx context.Contex
 				return it, err
 			}
 			it.Priority = data
+		case "fulfillment":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("fulfillment"))
+			data, err := ec.unmarshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Fulfillment = data
 		}
 	}
 	return it, nil
@@ -647,6 +677,11 @@ func (ec *executionContext) _Location(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "fulfillment":
+			out.Values[i] = ec._Location_fulfillment(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -786,6 +821,32 @@ func (ec *executionContext) marshalNCreateSkuPayload2ᚖinventoryᚋgraphᚋmode
 	return ec._CreateSkuPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode(ctx context.Context, v any) (domain.FulfillmentMode, error) {
+	tmp, err := gqlscalar.UnmarshalString(v)
+	res := unmarshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode(ctx context.Context, sel ast.SelectionSet, v domain.FulfillmentMode) graphql.Marshaler {
+	_ = sel
+	res := gqlscalar.MarshalString(marshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "FulfillmentMode!")
+	}
+	return res
+}
+
+var (
+	unmarshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode = map[string]domain.FulfillmentMode{
+		"ON_CONFIRM":  domain.FulfillOnConfirm,
+		"ON_SHIPMENT": domain.FulfillOnShipment,
+	}
+	marshalNFulfillmentMode2inventoryᚋdomainᚐFulfillmentMode = map[domain.FulfillmentMode]string{
+		domain.FulfillOnConfirm:  "ON_CONFIRM",
+		domain.FulfillOnShipment: "ON_SHIPMENT",
+	}
+)
+
 func (ec *executionContext) marshalNLocation2inventoryᚋdomainᚐLocation(ctx context.Context, sel ast.SelectionSet, v domain.Location) graphql.Marshaler {
 	return ec._Location(ctx, sel, &v)
 }
@@ -837,6 +898,36 @@ var (
 	marshalNStockKind2inventoryᚋdomainᚐStockKind = map[domain.StockKind]string{
 		domain.KindQuantity: "QUANTITY",
 		domain.KindCodes:    "CODES",
+	}
+)
+
+func (ec *executionContext) unmarshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode(ctx context.Context, v any) (*domain.FulfillmentMode, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := gqlscalar.UnmarshalString(v)
+	res := unmarshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode(ctx context.Context, sel ast.SelectionSet, v *domain.FulfillmentMode) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := gqlscalar.MarshalString(marshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode[*v])
+	return res
+}
+
+var (
+	unmarshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode = map[string]domain.FulfillmentMode{
+		"ON_CONFIRM":  domain.FulfillOnConfirm,
+		"ON_SHIPMENT": domain.FulfillOnShipment,
+	}
+	marshalOFulfillmentMode2ᚖinventoryᚋdomainᚐFulfillmentMode = map[domain.FulfillmentMode]string{
+		domain.FulfillOnConfirm:  "ON_CONFIRM",
+		domain.FulfillOnShipment: "ON_SHIPMENT",
 	}
 )
 

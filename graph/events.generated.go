@@ -163,6 +163,29 @@ func (ec *executionContext) fieldContext_StockEvent_reserved(_ context.Context, 
 	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Int")
 }
 
+func (ec *executionContext) _StockEvent_committed(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StockEvent_committed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Committed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StockEvent_committed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StockEvent", field, false, false, "Int")
+}
+
 func (ec *executionContext) _StockEvent_available(ctx context.Context, field graphql.CollectedField, obj *domain.StockEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -285,6 +308,11 @@ func (ec *executionContext) _StockEvent(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "committed":
+			out.Values[i] = ec._StockEvent_committed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "available":
 			out.Values[i] = ec._StockEvent_available(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -374,6 +402,8 @@ var (
 		"EXPIRED":            domain.CauseExpired,
 		"IMPORTED":           domain.CauseImported,
 		"PREORDER_ALLOCATED": domain.CausePreorderAllocated,
+		"FULFILLED":          domain.CauseFulfilled,
+		"CANCELLED":          domain.CauseCancelled,
 	}
 	marshalNStockEventCause2inventoryᚋdomainᚐStockEventCause = map[domain.StockEventCause]string{
 		domain.CauseReceived:          "RECEIVED",
@@ -384,6 +414,8 @@ var (
 		domain.CauseExpired:           "EXPIRED",
 		domain.CauseImported:          "IMPORTED",
 		domain.CausePreorderAllocated: "PREORDER_ALLOCATED",
+		domain.CauseFulfilled:         "FULFILLED",
+		domain.CauseCancelled:         "CANCELLED",
 	}
 )
 

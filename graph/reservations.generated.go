@@ -457,6 +457,75 @@ func (ec *executionContext) fieldContext_OrderLine_pendingCodes(_ context.Contex
 	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
 }
 
+func (ec *executionContext) _OrderLine_committed(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_committed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Committed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_committed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OrderLine_fulfilled(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_fulfilled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fulfilled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_fulfilled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OrderLine_cancelled(ctx context.Context, field graphql.CollectedField, obj *domain.OrderLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OrderLine_cancelled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cancelled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OrderLine_cancelled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OrderLine", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Reservation_id(ctx context.Context, field graphql.CollectedField, obj *domain.Reservation) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1478,6 +1547,21 @@ func (ec *executionContext) _OrderLine(ctx context.Context, sel ast.SelectionSet
 				})
 		case "pendingCodes":
 			out.Values[i] = ec._OrderLine_pendingCodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "committed":
+			out.Values[i] = ec._OrderLine_committed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "fulfilled":
+			out.Values[i] = ec._OrderLine_fulfilled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cancelled":
+			out.Values[i] = ec._OrderLine_cancelled(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -53,6 +53,7 @@ type ComplexityRoot struct {
 
 	Balance struct {
 		Available     func(childComplexity int) int
+		Committed     func(childComplexity int) int
 		Location      func(childComplexity int) int
 		OnHand        func(childComplexity int) int
 		PendingSupply func(childComplexity int) int
@@ -110,28 +111,34 @@ type ComplexityRoot struct {
 	}
 
 	InventoryHealth struct {
-		AllocationFailureRate func(childComplexity int) int
-		HeldByAge             func(childComplexity int) int
-		HeldReservations      func(childComplexity int) int
-		LastSweepAt           func(childComplexity int) int
-		LastSweepReleased     func(childComplexity int) int
-		OverdueHolds          func(childComplexity int) int
+		AllocationFailureRate  func(childComplexity int) int
+		HeldByAge              func(childComplexity int) int
+		HeldReservations       func(childComplexity int) int
+		LastSweepAt            func(childComplexity int) int
+		LastSweepReleased      func(childComplexity int) int
+		OldestUnshippedSeconds func(childComplexity int) int
+		OverdueHolds           func(childComplexity int) int
+		UnshippedOrders        func(childComplexity int) int
+		UnshippedUnits         func(childComplexity int) int
 	}
 
 	Location struct {
-		Code     func(childComplexity int) int
-		Name     func(childComplexity int) int
-		Priority func(childComplexity int) int
+		Code        func(childComplexity int) int
+		Fulfillment func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Priority    func(childComplexity int) int
 	}
 
 	Mutation struct {
 		AdjustStock             func(childComplexity int, input model.AdjustStockInput) int
+		CancelOrder             func(childComplexity int, input model.CancelOrderInput) int
 		ConfirmReservation      func(childComplexity int, input model.ConfirmReservationInput) int
 		CreateLocation          func(childComplexity int, input model.CreateLocationInput) int
 		CreateSku               func(childComplexity int, input model.CreateSkuInput) int
 		CreateWebhook           func(childComplexity int, input model.CreateWebhookInput) int
 		DeleteWebhook           func(childComplexity int, id string) int
 		ExtendReservation       func(childComplexity int, input model.ExtendReservationInput) int
+		FulfillOrder            func(childComplexity int, input model.FulfillOrderInput) int
 		ImportCodes             func(childComplexity int, input model.ImportCodesInput) int
 		IssueCheckoutToken      func(childComplexity int, checkoutID string, ttlSeconds *int) int
 		JoinWaitlist            func(childComplexity int, input model.JoinWaitlistInput) int
@@ -157,14 +164,23 @@ type ComplexityRoot struct {
 	}
 
 	OrderLine struct {
+		Cancelled    func(childComplexity int) int
 		Codes        func(childComplexity int) int
+		Committed    func(childComplexity int) int
 		Currency     func(childComplexity int) int
+		Fulfilled    func(childComplexity int) int
 		Location     func(childComplexity int) int
 		PendingCodes func(childComplexity int) int
 		Quantity     func(childComplexity int) int
 		SKU          func(childComplexity int) int
 		Title        func(childComplexity int) int
 		UnitPrice    func(childComplexity int) int
+	}
+
+	OrderPayload struct {
+		Order      func(childComplexity int) int
+		Replayed   func(childComplexity int) int
+		UserErrors func(childComplexity int) int
 	}
 
 	Query struct {
@@ -248,6 +264,7 @@ type ComplexityRoot struct {
 		At            func(childComplexity int) int
 		Available     func(childComplexity int) int
 		Cause         func(childComplexity int) int
+		Committed     func(childComplexity int) int
 		Location      func(childComplexity int) int
 		OnHand        func(childComplexity int) int
 		ReservationID func(childComplexity int) int
@@ -423,6 +440,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Balance.Available(childComplexity), true
+	case "Balance.committed":
+		if e.ComplexityRoot.Balance.Committed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Balance.Committed(childComplexity), true
 	case "Balance.location":
 		if e.ComplexityRoot.Balance.Location == nil {
 			break
@@ -642,12 +665,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.InventoryHealth.LastSweepReleased(childComplexity), true
+	case "InventoryHealth.oldestUnshippedSeconds":
+		if e.ComplexityRoot.InventoryHealth.OldestUnshippedSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.OldestUnshippedSeconds(childComplexity), true
 	case "InventoryHealth.overdueHolds":
 		if e.ComplexityRoot.InventoryHealth.OverdueHolds == nil {
 			break
 		}
 
 		return e.ComplexityRoot.InventoryHealth.OverdueHolds(childComplexity), true
+	case "InventoryHealth.unshippedOrders":
+		if e.ComplexityRoot.InventoryHealth.UnshippedOrders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.UnshippedOrders(childComplexity), true
+	case "InventoryHealth.unshippedUnits":
+		if e.ComplexityRoot.InventoryHealth.UnshippedUnits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InventoryHealth.UnshippedUnits(childComplexity), true
 
 	case "Location.code":
 		if e.ComplexityRoot.Location.Code == nil {
@@ -655,6 +696,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Location.Code(childComplexity), true
+	case "Location.fulfillment":
+		if e.ComplexityRoot.Location.Fulfillment == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Location.Fulfillment(childComplexity), true
 	case "Location.name":
 		if e.ComplexityRoot.Location.Name == nil {
 			break
@@ -679,6 +726,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AdjustStock(childComplexity, args["input"].(model.AdjustStockInput)), true
+	case "Mutation.cancelOrder":
+		if e.ComplexityRoot.Mutation.CancelOrder == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelOrder_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelOrder(childComplexity, args["input"].(model.CancelOrderInput)), true
 	case "Mutation.confirmReservation":
 		if e.ComplexityRoot.Mutation.ConfirmReservation == nil {
 			break
@@ -745,6 +803,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ExtendReservation(childComplexity, args["input"].(model.ExtendReservationInput)), true
+	case "Mutation.fulfillOrder":
+		if e.ComplexityRoot.Mutation.FulfillOrder == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_fulfillOrder_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.FulfillOrder(childComplexity, args["input"].(model.FulfillOrderInput)), true
 	case "Mutation.importCodes":
 		if e.ComplexityRoot.Mutation.ImportCodes == nil {
 			break
@@ -936,18 +1005,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Order.Ref(childComplexity), true
 
+	case "OrderLine.cancelled":
+		if e.ComplexityRoot.OrderLine.Cancelled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Cancelled(childComplexity), true
 	case "OrderLine.codes":
 		if e.ComplexityRoot.OrderLine.Codes == nil {
 			break
 		}
 
 		return e.ComplexityRoot.OrderLine.Codes(childComplexity), true
+	case "OrderLine.committed":
+		if e.ComplexityRoot.OrderLine.Committed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Committed(childComplexity), true
 	case "OrderLine.currency":
 		if e.ComplexityRoot.OrderLine.Currency == nil {
 			break
 		}
 
 		return e.ComplexityRoot.OrderLine.Currency(childComplexity), true
+	case "OrderLine.fulfilled":
+		if e.ComplexityRoot.OrderLine.Fulfilled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderLine.Fulfilled(childComplexity), true
 	case "OrderLine.location":
 		if e.ComplexityRoot.OrderLine.Location == nil {
 			break
@@ -984,6 +1071,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.OrderLine.UnitPrice(childComplexity), true
+
+	case "OrderPayload.order":
+		if e.ComplexityRoot.OrderPayload.Order == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderPayload.Order(childComplexity), true
+	case "OrderPayload.replayed":
+		if e.ComplexityRoot.OrderPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderPayload.Replayed(childComplexity), true
+	case "OrderPayload.userErrors":
+		if e.ComplexityRoot.OrderPayload.UserErrors == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OrderPayload.UserErrors(childComplexity), true
 
 	case "Query.availability":
 		if e.ComplexityRoot.Query.Availability == nil {
@@ -1368,6 +1474,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.StockEvent.Cause(childComplexity), true
+	case "StockEvent.committed":
+		if e.ComplexityRoot.StockEvent.Committed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StockEvent.Committed(childComplexity), true
 	case "StockEvent.location":
 		if e.ComplexityRoot.StockEvent.Location == nil {
 			break
@@ -1805,14 +1917,17 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AdjustStockInput", ec.unmarshalInputAdjustStockInput),
+			graphql.NewInputUnmarshaler("CancelOrderInput", ec.unmarshalInputCancelOrderInput),
 			graphql.NewInputUnmarshaler("ConfirmReservationInput", ec.unmarshalInputConfirmReservationInput),
 			graphql.NewInputUnmarshaler("CreateLocationInput", ec.unmarshalInputCreateLocationInput),
 			graphql.NewInputUnmarshaler("CreateSkuInput", ec.unmarshalInputCreateSkuInput),
 			graphql.NewInputUnmarshaler("CreateWebhookInput", ec.unmarshalInputCreateWebhookInput),
 			graphql.NewInputUnmarshaler("ExtendReservationInput", ec.unmarshalInputExtendReservationInput),
+			graphql.NewInputUnmarshaler("FulfillOrderInput", ec.unmarshalInputFulfillOrderInput),
 			graphql.NewInputUnmarshaler("ImportCodesInput", ec.unmarshalInputImportCodesInput),
 			graphql.NewInputUnmarshaler("JoinWaitlistInput", ec.unmarshalInputJoinWaitlistInput),
 			graphql.NewInputUnmarshaler("OrderLineSnapshotInput", ec.unmarshalInputOrderLineSnapshotInput),
+			graphql.NewInputUnmarshaler("OrderQuantityInput", ec.unmarshalInputOrderQuantityInput),
 			graphql.NewInputUnmarshaler("ReceiveStockInput", ec.unmarshalInputReceiveStockInput),
 			graphql.NewInputUnmarshaler("ReleaseReservationInput", ec.unmarshalInputReleaseReservationInput),
 			graphql.NewInputUnmarshaler("ReserveInput", ec.unmarshalInputReserveInput),
@@ -1913,7 +2028,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "schema/admin.graphqls" "schema/catalog.graphqls" "schema/codes.graphqls" "schema/events.graphqls" "schema/reservations.graphqls" "schema/stock.graphqls" "schema/waitlists.graphqls" "schema/webhooks.graphqls"
+//go:embed "schema/admin.graphqls" "schema/catalog.graphqls" "schema/codes.graphqls" "schema/events.graphqls" "schema/orders.graphqls" "schema/reservations.graphqls" "schema/stock.graphqls" "schema/waitlists.graphqls" "schema/webhooks.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -1978,6 +2093,7 @@ type Subscription
 	{Name: "schema/catalog.graphqls", Input: sourceData("schema/catalog.graphqls"), BuiltIn: false},
 	{Name: "schema/codes.graphqls", Input: sourceData("schema/codes.graphqls"), BuiltIn: false},
 	{Name: "schema/events.graphqls", Input: sourceData("schema/events.graphqls"), BuiltIn: false},
+	{Name: "schema/orders.graphqls", Input: sourceData("schema/orders.graphqls"), BuiltIn: false},
 	{Name: "schema/reservations.graphqls", Input: sourceData("schema/reservations.graphqls"), BuiltIn: false},
 	{Name: "schema/stock.graphqls", Input: sourceData("schema/stock.graphqls"), BuiltIn: false},
 	{Name: "schema/waitlists.graphqls", Input: sourceData("schema/waitlists.graphqls"), BuiltIn: false},
@@ -2029,6 +2145,8 @@ func (ec *executionContext) childFields_Balance(ctx context.Context, field graph
 		return ec.fieldContext_Balance_onHand(ctx, field)
 	case "reserved":
 		return ec.fieldContext_Balance_reserved(ctx, field)
+	case "committed":
+		return ec.fieldContext_Balance_committed(ctx, field)
 	case "available":
 		return ec.fieldContext_Balance_available(ctx, field)
 	case "pendingSupply":
@@ -2149,6 +2267,12 @@ func (ec *executionContext) childFields_InventoryHealth(ctx context.Context, fie
 		return ec.fieldContext_InventoryHealth_lastSweepReleased(ctx, field)
 	case "lastSweepAt":
 		return ec.fieldContext_InventoryHealth_lastSweepAt(ctx, field)
+	case "unshippedOrders":
+		return ec.fieldContext_InventoryHealth_unshippedOrders(ctx, field)
+	case "unshippedUnits":
+		return ec.fieldContext_InventoryHealth_unshippedUnits(ctx, field)
+	case "oldestUnshippedSeconds":
+		return ec.fieldContext_InventoryHealth_oldestUnshippedSeconds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type InventoryHealth", field.Name)
 }
@@ -2161,6 +2285,8 @@ func (ec *executionContext) childFields_Location(ctx context.Context, field grap
 		return ec.fieldContext_Location_name(ctx, field)
 	case "priority":
 		return ec.fieldContext_Location_priority(ctx, field)
+	case "fulfillment":
+		return ec.fieldContext_Location_fulfillment(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Location", field.Name)
 }
@@ -2197,8 +2323,26 @@ func (ec *executionContext) childFields_OrderLine(ctx context.Context, field gra
 		return ec.fieldContext_OrderLine_codes(ctx, field)
 	case "pendingCodes":
 		return ec.fieldContext_OrderLine_pendingCodes(ctx, field)
+	case "committed":
+		return ec.fieldContext_OrderLine_committed(ctx, field)
+	case "fulfilled":
+		return ec.fieldContext_OrderLine_fulfilled(ctx, field)
+	case "cancelled":
+		return ec.fieldContext_OrderLine_cancelled(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type OrderLine", field.Name)
+}
+
+func (ec *executionContext) childFields_OrderPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "order":
+		return ec.fieldContext_OrderPayload_order(ctx, field)
+	case "replayed":
+		return ec.fieldContext_OrderPayload_replayed(ctx, field)
+	case "userErrors":
+		return ec.fieldContext_OrderPayload_userErrors(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OrderPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_ReconciliationIssue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2335,6 +2479,8 @@ func (ec *executionContext) childFields_StockEvent(ctx context.Context, field gr
 		return ec.fieldContext_StockEvent_onHand(ctx, field)
 	case "reserved":
 		return ec.fieldContext_StockEvent_reserved(ctx, field)
+	case "committed":
+		return ec.fieldContext_StockEvent_committed(ctx, field)
 	case "available":
 		return ec.fieldContext_StockEvent_available(ctx, field)
 	case "at":

@@ -264,6 +264,29 @@ func (ec *executionContext) fieldContext_Balance_reserved(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Balance", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Balance_committed(ctx context.Context, field graphql.CollectedField, obj *domain.Balance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Balance_committed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Committed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Balance_committed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Balance", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Balance_available(ctx context.Context, field graphql.CollectedField, obj *domain.Balance) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1090,6 +1113,11 @@ func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "reserved":
 			out.Values[i] = ec._Balance_reserved(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "committed":
+			out.Values[i] = ec._Balance_committed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

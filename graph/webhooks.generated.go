@@ -1323,6 +1323,8 @@ var (
 		"RESERVATION_CONFIRMED": domain.TopicReservationConfirmed,
 		"PREORDER_ALLOCATED":    domain.TopicPreorderAllocated,
 		"WAITLIST_OFFERED":      domain.TopicWaitlistOffered,
+		"ORDER_FULFILLED":       domain.TopicOrderFulfilled,
+		"ORDER_CANCELLED":       domain.TopicOrderCancelled,
 	}
 	marshalNWebhookTopic2inventoryᚋdomainᚐWebhookTopic = map[domain.WebhookTopic]string{
 		domain.TopicStockChanged:         "STOCK_CHANGED",
@@ -1333,6 +1335,8 @@ var (
 		domain.TopicReservationConfirmed: "RESERVATION_CONFIRMED",
 		domain.TopicPreorderAllocated:    "PREORDER_ALLOCATED",
 		domain.TopicWaitlistOffered:      "WAITLIST_OFFERED",
+		domain.TopicOrderFulfilled:       "ORDER_FULFILLED",
+		domain.TopicOrderCancelled:       "ORDER_CANCELLED",
 	}
 )
 

@@ -168,6 +168,7 @@ type stockChangedData struct {
 	Cause     string    `json:"cause"`
 	OnHand    int       `json:"onHand"`
 	Reserved  int       `json:"reserved"`
+	Committed int       `json:"committed"`
 	Available int       `json:"available"`
 	At        time.Time `json:"at"`
 	// PreviousSeq is the seq of the balance's previous event (0: none, null:
@@ -211,6 +212,18 @@ type waitlistOfferedData struct {
 	At            time.Time                `json:"at"`
 }
 
+// orderActionData is the data of an order.fulfilled or order.cancelled
+// delivery: one per fulfillOrder or cancelOrder, with what it moved per
+// (SKU, location) and a cancel's reason.
+type orderActionData struct {
+	Seq       int64                    `json:"seq"`
+	OrderRef  string                   `json:"orderRef"`
+	Reference string                   `json:"reference"`
+	Reason    *string                  `json:"reason,omitempty"`
+	Lines     []store.WebhookOrderLine `json:"lines"`
+	At        time.Time                `json:"at"`
+}
+
 func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
 	b, _ := json.Marshal(struct { //nolint:errchkjson // plain structs, cannot fail
 		Type      string    `json:"type"`
@@ -221,7 +234,7 @@ func body(topic domain.WebhookTopic, at time.Time, data any) []byte {
 }
 
 func changedData(e store.WebhookEvent) stockChangedData {
-	return stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause), e.OnHand, e.Reserved, e.Available(), e.At.UTC(), e.PreviousSeq}
+	return stockChangedData{e.Seq, e.SKU, e.Location, string(e.Cause), e.OnHand, e.Reserved, e.Committed, e.Available(), e.At.UTC(), e.PreviousSeq}
 }
 
 // WebhookMessage is one delivery of one event under one topic.
@@ -234,7 +247,7 @@ type WebhookMessage struct {
 // WebhookMessages are the deliveries event e makes to endpoint t, in topic
 // order: stock.changed, stock.low, stock.out, stock.back_in,
 // reservation.expired, reservation.confirmed, preorder.allocated,
-// waitlist.offered.
+// waitlist.offered, order.fulfilled, order.cancelled.
 func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessage {
 	var out []WebhookMessage
 	add := func(topic domain.WebhookTopic, data any) {
@@ -275,6 +288,15 @@ func WebhookMessages(t store.WebhookTarget, e store.WebhookEvent) []WebhookMessa
 	}
 	if o := e.Offer; o != nil && e.ReservationID != nil {
 		add(domain.TopicWaitlistOffered, waitlistOfferedData{e.Seq, o.EntryID, o.CheckoutID, *e.ReservationID, e.SKU, e.Location, o.Quantity, o.Lines, e.At.UTC()})
+	}
+	if a := e.OrderAction; a != nil {
+		data := orderActionData{e.Seq, a.OrderRef, a.Reference, a.Reason, a.Lines, e.At.UTC()}
+		switch e.Cause {
+		case domain.CauseFulfilled:
+			add(domain.TopicOrderFulfilled, data)
+		case domain.CauseCancelled:
+			add(domain.TopicOrderCancelled, data)
+		}
 	}
 	return out
 }

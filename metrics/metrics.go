@@ -26,6 +26,7 @@ type Metrics struct {
 	httpLatency       *prometheus.HistogramVec
 	availabilityApply prometheus.Histogram
 	notReady          *prometheus.CounterVec
+	shipAge           prometheus.Histogram
 }
 
 // Live is what the event broker reports. events.Broker is one.
@@ -61,6 +62,12 @@ func New(live Live) *Metrics {
 			Name: "inventory_readiness_failures_total",
 			Help: "/readyz answers of 503 by reason: database (unreachable, or its schema version unreadable), migrations (behind this binary), events (live events unavailable or stalled). The details are in the log.",
 		}, []string{"reason"}),
+		shipAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inventory_order_ship_age_seconds",
+			Help: "At each fulfillOrder (replays apart), how long ago its order was confirmed: commit-to-ship age; a growing tail means the warehouse is behind.",
+			// A minute to a week.
+			Buckets: []float64{60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400},
+		}),
 		httpLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inventory_http_request_duration_seconds",
 			Help:    "HTTP request latency by status code.",
@@ -70,7 +77,7 @@ func New(live Live) *Metrics {
 	for _, reason := range []string{"database", "migrations", "events"} {
 		m.notReady.WithLabelValues(reason) // every series from the start, at 0
 	}
-	m.registry.MustRegister(m.operations, m.sweptHolds, m.reconcileIssues, m.httpLatency, m.notReady,
+	m.registry.MustRegister(m.operations, m.sweptHolds, m.reconcileIssues, m.httpLatency, m.notReady, m.shipAge,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if live != nil {
 		m.registry.MustRegister(

@@ -22,15 +22,22 @@ type Snapshotter interface {
 type operationsCollector struct {
 	src                        Snapshotter
 	held, overdue, lag, readOK *prometheus.Desc
+	unshipped, committed, age  *prometheus.Desc
 }
 
-// WatchOperations exports held and overdue holds and the relay's lag.
+// WatchOperations exports held and overdue holds, the relay's lag, and the
+// orders waiting to ship.
 func (m *Metrics) WatchOperations(src Snapshotter) {
 	m.registry.MustRegister(&operationsCollector{src: src,
 		held:    prometheus.NewDesc("inventory_held_reservations", "Reservations currently held.", nil, nil),
 		overdue: prometheus.NewDesc("inventory_overdue_holds", "Held reservations past their deadline: expiry is not keeping up.", nil, nil),
 		lag:     prometheus.NewDesc("inventory_relay_lag_seconds", "How long the oldest committed stock event has waited to be published to subscribers.", nil, nil),
 		readOK:  prometheus.NewDesc("inventory_operations_snapshot_ok", "1 if this scrape could read the numbers above from the database.", nil, nil),
+		unshipped: prometheus.NewDesc("inventory_unshipped_orders",
+			"Orders with units committed at an ON_SHIPMENT location, not yet fulfilled or cancelled.", nil, nil),
+		committed: prometheus.NewDesc("inventory_committed_units", "Units sold and waiting to ship at ON_SHIPMENT locations.", nil, nil),
+		age: prometheus.NewDesc("inventory_oldest_unshipped_order_seconds",
+			"Since the oldest order still waiting to ship was confirmed (0: none): a growing value means the warehouse is behind.", nil, nil),
 	})
 }
 
@@ -39,6 +46,9 @@ func (c *operationsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.overdue
 	ch <- c.lag
 	ch <- c.readOK
+	ch <- c.unshipped
+	ch <- c.committed
+	ch <- c.age
 }
 
 func (c *operationsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -53,6 +63,9 @@ func (c *operationsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(s.HeldReservations))
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.OverdueHolds))
 	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, s.RelayLagSeconds)
+	ch <- prometheus.MustNewConstMetric(c.unshipped, prometheus.GaugeValue, float64(s.UnshippedOrders))
+	ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(s.UnshippedUnits))
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, s.OldestUnshippedSeconds)
 }
 
 // poolCollector exports each connection pool's use and waits, so a

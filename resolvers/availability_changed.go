@@ -375,7 +375,7 @@ func sameAvailability(a, b *domain.Availability) bool {
 	}
 	for i, x := range a.Locations {
 		y := b.Locations[i]
-		if x.Location != y.Location || x.OnHand != y.OnHand || x.Reserved != y.Reserved ||
+		if x.Location != y.Location || x.OnHand != y.OnHand || x.Reserved != y.Reserved || x.Committed != y.Committed ||
 			x.PendingSupply != y.PendingSupply || x.Preordered != y.Preordered || !x.UpdatedAt.Equal(y.UpdatedAt) {
 			return false
 		}

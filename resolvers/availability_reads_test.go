@@ -237,7 +237,10 @@ func TestAvailabilityChangesFromMemory(t *testing.T) {
 		}
 	}
 	src := &inFlightSource{AvailabilitySource: s.st}
-	r := &Resolver{Live: src, LiveMemory: mem, Broker: s.broker, PushInterval: 20 * time.Millisecond}
+	// A subscription waits maxMemoryBehind ticks for the copy before it
+	// reads the database: at 250 ms, a second, which a copy that keeps up
+	// meets even on a loaded machine (at 20 ms, 80 ms was missed in CI).
+	r := &Resolver{Live: src, LiveMemory: mem, Broker: s.broker, PushInterval: 250 * time.Millisecond}
 	var queries []domain.AvailabilityQuery
 	for range 100 {
 		queries = append(queries, domain.AvailabilityQuery{SKUs: []string{"HOT"}})

@@ -18,7 +18,7 @@ func (r *mutationResolver) CreateLocation(ctx context.Context, input model.Creat
 	if err := auth.Authorize(ctx, auth.ManageCatalog); err != nil {
 		return nil, err
 	}
-	loc, ue, err := outcome(r.Catalog.LocationCreate(ctx, domain.CreateLocationInput{Code: input.Code, Name: input.Name, Priority: deref(input.Priority)}))
+	loc, ue, err := outcome(r.Catalog.LocationCreate(ctx, domain.CreateLocationInput{Code: input.Code, Name: input.Name, Priority: deref(input.Priority), Fulfillment: deref(input.Fulfillment)}))
 	return &model.CreateLocationPayload{Location: loc, UserErrors: ue}, err
 }
 

@@ -23,6 +23,7 @@ type Resolver struct {
 	Stock        domain.Stock
 	Reconciler   domain.Reconciler
 	Reservations domain.Reservations
+	Orders       domain.Orders
 	// Waitlists is the store's waitlists; WaitlistFeed what waitlistChanged
 	// reads (the store) and WaitlistSignals what wakes it (the broker).
 	Waitlists       domain.Waitlists

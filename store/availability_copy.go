@@ -58,7 +58,7 @@ func (s *Store) AvailabilitySnapshot(ctx context.Context) (domain.AvailabilitySn
 		}
 		snap.Balances, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.SeqBalance, error) {
 			var b domain.SeqBalance
-			err := r.Scan(&b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.PendingSupply, &b.Preordered, &b.UpdatedAt, &b.Seq)
+			err := r.Scan(&b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.Committed, &b.PendingSupply, &b.Preordered, &b.UpdatedAt, &b.Seq)
 			return b, err
 		})
 		return err

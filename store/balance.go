@@ -12,11 +12,11 @@ import (
 
 // balanceColumns selects a domain.Balance; the query must alias balances b,
 // skus s and locations l.
-const balanceColumns = `s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at`
+const balanceColumns = `s.code, l.code, b.on_hand, b.reserved, b.committed, b.pending_supply, b.preordered, b.updated_at`
 
 func scanBalance(r pgx.CollectableRow) (domain.Balance, error) {
 	var b domain.Balance
-	err := r.Scan(&b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.PendingSupply, &b.Preordered, &b.UpdatedAt)
+	err := r.Scan(&b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.Committed, &b.PendingSupply, &b.Preordered, &b.UpdatedAt)
 	return b, err
 }
 
@@ -52,12 +52,13 @@ func resolveBalance(ctx context.Context, tx pgx.Tx, sku, location string) (balan
 
 // movement is one ledger row; every balance change writes exactly one.
 type movement struct {
-	onHand, reserved, pendingSupply, preordered int
-	cause, reason, reference                    string
-	reservationID                               *string
-	checkoutID                                  string // of the reservation, for its stock event
-	// claim makes the change conditional on on_hand - reserved >= reserved
-	// delta and pending_supply - preordered >= preordered delta: the seeds'
+	onHand, reserved, committed, pendingSupply, preordered int
+	cause, reason, reference                               string
+	reservationID                                          *string
+	checkoutID                                             string // of the reservation, for its stock event
+	orderActionID                                          *int64 // the fulfil or cancel, for its stock event (webhooks)
+	// claim makes the change conditional on on_hand - reserved - committed
+	// >= reserved delta and pending_supply - preordered >= preordered delta: the seeds'
 	// conditional claim. applyMovement then answers errNotAvailable instead of
 	// changing anything.
 	claim bool
@@ -76,21 +77,21 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 			UPDATE balances SET
 				on_hand = on_hand + $3, reserved = reserved + $4,
 				pending_supply = pending_supply + $5, preordered = preordered + $6,
-				updated_at = now()
-			WHERE sku_id = $1 AND location_id = $2 AND (NOT $12 OR (on_hand - reserved >= $4 AND pending_supply - preordered >= $6))
+				committed = committed + $15, updated_at = now()
+			WHERE sku_id = $1 AND location_id = $2 AND (NOT $12 OR (on_hand - reserved - committed >= $4 AND pending_supply - preordered >= $6))
 			RETURNING *
 		), ledger AS (
-			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta,
+			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, committed_delta,
 				pending_supply_delta, preordered_delta, cause, reason, reference, actor, reservation_id)
-			SELECT sku_id, location_id, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10, $11 FROM b
+			SELECT sku_id, location_id, $3, $4, $15, $5, $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10, $11 FROM b
 		), event AS (
-			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
-			SELECT sku_id, location_id, $13, on_hand, reserved, $11, NULLIF($14, '') FROM b
+			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, committed, reservation_id, checkout_id, order_action_id)
+			SELECT sku_id, location_id, $13, on_hand, reserved, committed, $11, NULLIF($14, ''), $16 FROM b
 		)
 		SELECT `+balanceColumns+`
 		FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`,
 		k.skuID, k.locationID, m.onHand, m.reserved, m.pendingSupply, m.preordered,
-		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim, eventCause(m.cause), m.checkoutID)
+		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim, eventCause(m.cause), m.checkoutID, m.committed, m.orderActionID)
 	if err != nil {
 		return domain.Balance{}, err
 	}

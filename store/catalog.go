@@ -37,8 +37,15 @@ func (s *Store) LocationCreate(ctx context.Context, in domain.CreateLocationInpu
 		case n >= domain.MaxLocations:
 			return domain.Errorf(domain.CodeLimitExceeded, "there are already %d locations, the most there may be", n)
 		}
-		return tx.QueryRow(ctx, `INSERT INTO locations (code, name, priority) VALUES ($1, $2, $3) RETURNING code, name, priority`,
-			in.Code, in.Name, in.Priority).Scan(&loc.Code, &loc.Name, &loc.Priority)
+		mode := in.Fulfillment
+		if mode == "" {
+			mode = domain.FulfillOnConfirm
+		}
+		var stored string
+		err := tx.QueryRow(ctx, `INSERT INTO locations (code, name, priority, fulfillment) VALUES ($1, $2, $3, $4) RETURNING code, name, priority, fulfillment`,
+			in.Code, in.Name, in.Priority, strings.ToLower(string(mode))).Scan(&loc.Code, &loc.Name, &loc.Priority, &stored)
+		loc.Fulfillment = domain.FulfillmentMode(strings.ToUpper(stored))
+		return err
 	})
 	return loc, wrap("LocationCreate", err)
 }
@@ -48,13 +55,13 @@ const locationsLockSpace = 0x1f8b
 
 // LocationList returns every location in sourcing order.
 func (s *Store) LocationList(ctx context.Context) ([]domain.Location, error) {
-	rows, err := s.pool.Query(ctx, `SELECT code, name, priority FROM locations ORDER BY priority, code`)
+	rows, err := s.pool.Query(ctx, `SELECT code, name, priority, upper(fulfillment) FROM locations ORDER BY priority, code`)
 	if err != nil {
 		return nil, wrap("LocationList", err)
 	}
 	locs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Location, error) {
 		var l domain.Location
-		return l, r.Scan(&l.Code, &l.Name, &l.Priority)
+		return l, r.Scan(&l.Code, &l.Name, &l.Priority, &l.Fulfillment)
 	})
 	return locs, wrap("LocationList", err)
 }

@@ -15,8 +15,8 @@ func TestLocationCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loc != (domain.Location{Code: "AMS", Name: "Amsterdam", Priority: 2}) {
-		t.Fatalf("got %+v", loc)
+	if loc != (domain.Location{Code: "AMS", Name: "Amsterdam", Priority: 2, Fulfillment: domain.FulfillOnConfirm}) {
+		t.Fatalf("got %+v, want the default ON_CONFIRM", loc)
 	}
 	_, err = b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: "AMS", Name: "Other"})
 	requireCode(t, err, domain.CodeAlreadyExists)
@@ -27,6 +27,7 @@ func TestLocationCreate(t *testing.T) {
 		{Code: "tab\there", Name: "x"},
 		{Code: "OK", Name: "  "},
 		{Code: "OK", Name: "x", Priority: domain.MaxPriority + 1},
+		{Code: "OK", Name: "x", Fulfillment: "ON_DELIVERY"},
 	} {
 		_, err := b.Store.LocationCreate(b.Ctx, in)
 		requireCode(t, err, domain.CodeInvalidInput)
@@ -37,6 +38,13 @@ func TestLocationCreate(t *testing.T) {
 	}
 	if len(locs) != 1 || locs[0].Name != "Amsterdam" {
 		t.Fatalf("refused creates changed the catalog: %+v", locs)
+	}
+	wh, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: "WH", Name: "Warehouse", Fulfillment: domain.FulfillOnShipment})
+	if err != nil || wh.Fulfillment != domain.FulfillOnShipment {
+		t.Fatalf("ON_SHIPMENT location: %+v %v", wh, err)
+	}
+	if locs, err = b.Store.LocationList(b.Ctx); err != nil || len(locs) != 2 || locs[0].Fulfillment != domain.FulfillOnShipment {
+		t.Fatalf("listed: %+v %v, want WH (priority 0) first, ON_SHIPMENT", locs, err)
 	}
 	// 128 characters is the documented maximum and is accepted.
 	if _, err := b.Store.LocationCreate(b.Ctx, domain.CreateLocationInput{Code: strings.Repeat("é", 128), Name: "long"}); err != nil {

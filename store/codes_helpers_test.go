@@ -133,7 +133,7 @@ var codeInvariantChecks = []struct{ what, query string }{
 		SELECT count(*) FROM codes WHERE NOT (
 			status = 'available' AND reservation_line_id IS NULL AND order_line_id IS NULL OR
 			status = 'held' AND reservation_line_id IS NOT NULL AND order_line_id IS NULL OR
-			status = 'sold' AND reservation_line_id IS NOT NULL AND order_line_id IS NOT NULL)`},
+			status IN ('sold', 'void') AND reservation_line_id IS NOT NULL AND order_line_id IS NOT NULL)`},
 	{"held codes on a line of a reservation that is not held", `
 		SELECT count(*) FROM codes c JOIN reservation_lines rl ON rl.id = c.reservation_line_id JOIN reservations r ON r.id = rl.reservation_id
 		WHERE c.status = 'held' AND r.status <> 'held'`},
@@ -147,13 +147,14 @@ var codeInvariantChecks = []struct{ what, query string }{
 	{"reservation lines linked to more codes than their quantity", `
 		SELECT count(*) FROM reservation_lines rl
 		WHERE (SELECT count(*) FROM codes c WHERE c.reservation_line_id = rl.id) > rl.quantity`},
-	{"sold codes whose order line is not the one of their reservation line, or of another SKU", `
+	{"sold or void codes whose order line is not the one of their reservation line, or of another SKU", `
 		SELECT count(*) FROM codes c JOIN order_lines ol ON ol.id = c.order_line_id
-		WHERE c.status = 'sold' AND (ol.reservation_line_id <> c.reservation_line_id OR ol.sku_id <> c.sku_id OR ol.location_id <> c.location_id)`},
-	{"CODES order lines whose sold codes are not quantity - pending", `
+		WHERE c.status IN ('sold', 'void') AND (ol.reservation_line_id <> c.reservation_line_id OR ol.sku_id <> c.sku_id OR ol.location_id <> c.location_id)`},
+	{"CODES order lines whose sold codes are not quantity - pending - cancelled, or with more sold and void codes than quantity - pending", `
 		SELECT count(*) FROM order_lines ol JOIN skus s ON s.id = ol.sku_id
 		WHERE s.kind = 'codes'
-		  AND (SELECT count(*) FROM codes c WHERE c.order_line_id = ol.id AND c.status = 'sold') <> ol.quantity - ol.pending`},
+		  AND ((SELECT count(*) FROM codes c WHERE c.order_line_id = ol.id AND c.status = 'sold') <> ol.quantity - ol.pending - ol.cancelled
+		       OR (SELECT count(*) FROM codes c WHERE c.order_line_id = ol.id AND c.status IN ('sold', 'void')) > ol.quantity - ol.pending)`},
 	{"codes balances whose on_hand is not the available and held codes or reserved not the held ones", `
 		SELECT count(*) FROM balances b JOIN skus s ON s.id = b.sku_id
 		WHERE s.kind = 'codes' AND (

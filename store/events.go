@@ -212,7 +212,7 @@ func (s *Store) stockEventsAfter(ctx context.Context, after int64, limit int, wi
 		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.StockEvent, error) {
 			var e domain.StockEvent
 			var cause string
-			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.CheckoutID)
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.Committed, &e.At, &e.ReservationID, &e.CheckoutID)
 			e.Cause = domain.StockEventCause(strings.ToUpper(cause))
 			return e, err
 		})

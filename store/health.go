@@ -45,6 +45,9 @@ func (s *Store) InventoryHealthGet(ctx context.Context) (domain.InventoryHealth,
 		if err != nil {
 			return err
 		}
+		if err := tx.QueryRow(ctx, unshippedSummary).Scan(&h.UnshippedOrders, &h.UnshippedUnits, &h.OldestUnshippedSeconds); err != nil {
+			return err
+		}
 		h.HeldByAge = make([]domain.AgeBucket, len(ageBuckets))
 		for i, b := range ageBuckets {
 			b.Count = int(counts[i])
@@ -67,14 +70,25 @@ func (s *Store) InventoryHealthGet(ctx context.Context) (domain.InventoryHealth,
 
 // OperationsSnapshot is what an on-call engineer's alerts read at every
 // scrape, in one cheap statement: holds, holds past their deadline (expiry
-// not keeping up), and how long the oldest committed event has waited for
-// the relay (0 when none waits).
+// not keeping up), how long the oldest committed event has waited for the
+// relay (0 when none waits), and the orders waiting to ship from on-shipment
+// locations (the warehouse keeping up).
 func (s *Store) OperationsSnapshot(ctx context.Context) (domain.OperationsSnapshot, error) {
 	var o domain.OperationsSnapshot
 	err := s.pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM reservations WHERE status = 'held'),
 		       (SELECT count(*) FROM reservations WHERE status = 'held' AND expires_at < now()),
-		       coalesce((SELECT extract(epoch FROM now() - e.at) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8`).
-		Scan(&o.HeldReservations, &o.OverdueHolds, &o.RelayLagSeconds)
+		       coalesce((SELECT extract(epoch FROM now() - e.at) FROM stock_events e WHERE e.seq IS NULL ORDER BY e.id LIMIT 1), 0)::float8,
+		       u.orders, u.units, u.oldest
+		FROM (`+unshippedSummary+`) u`).
+		Scan(&o.HeldReservations, &o.OverdueHolds, &o.RelayLagSeconds, &o.UnshippedOrders, &o.UnshippedUnits, &o.OldestUnshippedSeconds)
 	return o, wrap("OperationsSnapshot", err)
 }
+
+// unshippedSummary is the orders waiting to ship from on-shipment locations
+// (orders, units, seconds since the oldest was confirmed), read from
+// order_lines_unshipped_idx: an on-confirm shop's lines are not in it.
+const unshippedSummary = `
+	SELECT count(DISTINCT ol.order_id)::int AS orders, coalesce(sum(` + inHandSQL + `), 0)::int AS units,
+	       coalesce(extract(epoch FROM now() - min(o.created_at)), 0)::float8 AS oldest
+	FROM order_lines ol JOIN orders o ON o.id = ol.order_id WHERE ` + unshippedSQL

@@ -64,12 +64,17 @@ func supplyArrived(ctx context.Context, tx pgx.Tx, k balanceKey, arrived int) (i
 // units it allocated. For CODES SKUs the oldest available codes are sold to
 // the order line in the same statement that counts them, so a pre-order is
 // only ever reported filled with codes that are in the table. Each allocation
-// takes the units off on_hand, preordered and pending_supply together. The
+// takes the units off preordered and pending_supply together with on_hand,
+// or, where the location ships on shipment, onto committed. The
 // caller holds the balance row lock.
 func allocatePreorders(ctx context.Context, tx pgx.Tx, k balanceKey) (int, error) {
 	var available int
-	if err := tx.QueryRow(ctx, `SELECT on_hand - reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
-		k.skuID, k.locationID).Scan(&available); err != nil {
+	var commits bool
+	if err := tx.QueryRow(ctx, `
+		SELECT b.on_hand - b.reserved - b.committed, `+commitsSQL+`
+		FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+		WHERE b.sku_id = $1 AND b.location_id = $2 FOR NO KEY UPDATE OF b`,
+		k.skuID, k.locationID).Scan(&available, &commits); err != nil {
 		return 0, err
 	}
 	if available <= 0 {
@@ -118,8 +123,11 @@ func allocatePreorders(ctx context.Context, tx pgx.Tx, k balanceKey) (int, error
 		if _, err := tx.Exec(ctx, `UPDATE order_lines SET pending = pending - $2 WHERE id = $1`, l.id, take); err != nil {
 			return 0, err
 		}
-		if _, err := applyMovement(ctx, tx, k, movement{onHand: -take, preordered: -take, pendingSupply: -take,
-			cause: "preorder_allocated", reference: "order " + l.ref}); err != nil {
+		m := movement{onHand: -take, preordered: -take, pendingSupply: -take, cause: "preorder_allocated", reference: "order " + l.ref}
+		if commits { // still on hand until it ships
+			m.onHand, m.committed = 0, take
+		}
+		if _, err := applyMovement(ctx, tx, k, m); err != nil {
 			return 0, err
 		}
 		filled += take

@@ -20,7 +20,7 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 		rows, err := tx.Query(ctx, `
 			WITH ledger AS (
 				SELECT sku_id, location_id, sum(on_hand_delta) AS on_hand, sum(reserved_delta) AS reserved,
-				       sum(pending_supply_delta) AS pending_supply, sum(preordered_delta) AS preordered
+				       sum(committed_delta) AS committed, sum(pending_supply_delta) AS pending_supply, sum(preordered_delta) AS preordered
 				FROM stock_movements GROUP BY sku_id, location_id
 			)
 			SELECT s.code, l.code, col, have, want
@@ -31,6 +31,7 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 			CROSS JOIN LATERAL (VALUES
 				('on_hand', b.on_hand::bigint, coalesce(g.on_hand, 0)),
 				('reserved', b.reserved::bigint, coalesce(g.reserved, 0)),
+				('committed', b.committed::bigint, coalesce(g.committed, 0)),
 				('pending_supply', b.pending_supply::bigint, coalesce(g.pending_supply, 0)),
 				('preordered', b.preordered::bigint, coalesce(g.preordered, 0))
 			) AS c(col, have, want)
@@ -92,8 +93,9 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 
 // holdsAndCodesCheck compares each balance with the rows it summarizes:
 // reserved with the in-stock part of held lines, preordered with the
-// pre-ordered part of held lines plus confirmed pre-orders still pending, and,
-// for CODES SKUs, on_hand and reserved with the code rows.
+// pre-ordered part of held lines plus confirmed pre-orders still pending,
+// committed with the units in hand for open order lines at on-shipment
+// locations, and, for CODES SKUs, on_hand and reserved with the code rows.
 const holdsAndCodesCheck = `
 	WITH held AS (
 		SELECT rl.sku_id, rl.location_id, sum(rl.quantity - rl.preorder_quantity) AS stock, sum(rl.preorder_quantity) AS preorder
@@ -101,8 +103,11 @@ const holdsAndCodesCheck = `
 		WHERE r.status = 'held' GROUP BY 1, 2
 	), pending AS (
 		SELECT sku_id, location_id, sum(pending) AS pending FROM order_lines WHERE pending > 0 GROUP BY 1, 2
+	), unshipped AS (
+		SELECT ol.sku_id, ol.location_id, sum(` + inHandSQL + `) AS units
+		FROM order_lines ol WHERE ` + unshippedSQL + ` GROUP BY 1, 2
 	), code_counts AS (
-		SELECT sku_id, location_id, count(*) FILTER (WHERE status <> 'sold') AS on_hand, count(*) FILTER (WHERE status = 'held') AS reserved
+		SELECT sku_id, location_id, count(*) FILTER (WHERE status IN ('available', 'held')) AS on_hand, count(*) FILTER (WHERE status = 'held') AS reserved
 		FROM codes GROUP BY 1, 2
 	)
 	SELECT v.issue, s.code, l.code, have, want
@@ -111,10 +116,12 @@ const holdsAndCodesCheck = `
 	JOIN locations l ON l.id = b.location_id
 	LEFT JOIN held h ON h.sku_id = b.sku_id AND h.location_id = b.location_id
 	LEFT JOIN pending p ON p.sku_id = b.sku_id AND p.location_id = b.location_id
+	LEFT JOIN unshipped u ON u.sku_id = b.sku_id AND u.location_id = b.location_id
 	LEFT JOIN code_counts c ON c.sku_id = b.sku_id AND c.location_id = b.location_id
 	CROSS JOIN LATERAL (VALUES
 		('reserved_vs_held_lines', b.reserved::bigint, coalesce(h.stock, 0)),
 		('preordered_vs_preorders', b.preordered::bigint, coalesce(h.preorder, 0) + coalesce(p.pending, 0)),
+		('committed_vs_open_orders', b.committed::bigint, coalesce(u.units, 0)),
 		('on_hand_vs_codes', CASE WHEN s.kind = 'codes' THEN b.on_hand::bigint END, coalesce(c.on_hand, 0)),
 		('reserved_vs_held_codes', CASE WHEN s.kind = 'codes' THEN b.reserved::bigint END, coalesce(c.reserved, 0))
 	) AS v(issue, have, want)
@@ -123,10 +130,11 @@ const holdsAndCodesCheck = `
 
 // holdIssueDetail words each holdsAndCodesCheck issue for a person.
 var holdIssueDetail = map[string]string{
-	"reserved_vs_held_lines":  "reserved is %d but held reservation lines hold %d",
-	"preordered_vs_preorders": "preordered is %d but held and pending pre-orders add up to %d",
-	"on_hand_vs_codes":        "on_hand is %d but %d codes are available or held",
-	"reserved_vs_held_codes":  "reserved is %d but %d codes are held",
+	"reserved_vs_held_lines":   "reserved is %d but held reservation lines hold %d",
+	"committed_vs_open_orders": "committed is %d but open order lines have %d in hand, unshipped",
+	"preordered_vs_preorders":  "preordered is %d but held and pending pre-orders add up to %d",
+	"on_hand_vs_codes":         "on_hand is %d but %d codes are available or held",
+	"reserved_vs_held_codes":   "reserved is %d but %d codes are held",
 }
 
 // waitlistCheck reports waitlist entries out of step with the stock: an
@@ -155,18 +163,18 @@ const waitlistCheck = `
 	       OR (SELECT count(*) - count(DISTINCT rl.location_id) FROM reservation_lines rl WHERE rl.reservation_id = r.id) <> 0)
 	UNION ALL
 	SELECT 'waitlist_fits_free', s.code, l.code,
-	       'entry ' || w.id || ' waits for ' || w.quantity || ' while ' || (b.on_hand - b.reserved) || ' are free here'
+	       'entry ' || w.id || ' waits for ' || w.quantity || ' while ' || (b.on_hand - b.reserved - b.committed) || ' are free here'
 	FROM waitlist_entries w
 	JOIN balances b ON b.sku_id = w.sku_id AND (w.location_id IS NULL OR b.location_id = w.location_id)
 	JOIN skus s ON s.id = b.sku_id
 	JOIN locations l ON l.id = b.location_id
-	WHERE w.status = 'waiting' AND w.expires_at > now() AND w.skipped_reason IS NULL AND b.on_hand - b.reserved >= w.quantity
+	WHERE w.status = 'waiting' AND w.expires_at > now() AND w.skipped_reason IS NULL AND b.on_hand - b.reserved - b.committed >= w.quantity
 	UNION ALL
 	SELECT 'waitlist_fits_free', s.code, NULL,
 	       'entry ' || w.id || ' waits for ' || w.quantity || ' at any location while ' || f.free || ' are free across locations'
 	FROM waitlist_entries w
 	JOIN skus s ON s.id = w.sku_id
-	CROSS JOIN LATERAL (SELECT coalesce(sum(greatest(b.on_hand - b.reserved, 0)), 0) AS free FROM balances b WHERE b.sku_id = w.sku_id) f
+	CROSS JOIN LATERAL (SELECT coalesce(sum(greatest(b.on_hand - b.reserved - b.committed, 0)), 0) AS free FROM balances b WHERE b.sku_id = w.sku_id) f
 	WHERE w.status = 'waiting' AND w.location_id IS NULL AND w.expires_at > now() AND w.skipped_reason IS NULL AND f.free >= w.quantity
-	  AND NOT EXISTS (SELECT FROM balances b WHERE b.sku_id = w.sku_id AND b.on_hand - b.reserved >= w.quantity)
+	  AND NOT EXISTS (SELECT FROM balances b WHERE b.sku_id = w.sku_id AND b.on_hand - b.reserved - b.committed >= w.quantity)
 	ORDER BY 2, 3, 1, 4`

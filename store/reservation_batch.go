@@ -72,9 +72,13 @@ type lockedBalance struct {
 	skuID, locationID int64
 	kind              string
 	onHand, reserved  int
+	committed         int
 	preorderable      int // pending_supply - preordered
 	granted           int
 }
+
+// free is what the balance can still grant in this batch.
+func (b *lockedBalance) free() int { return b.onHand - b.reserved - b.committed - b.granted }
 
 // reserveBatch makes the holds of a batch of single-line reserves in one
 // transaction, in three round trips whatever the batch size:
@@ -131,16 +135,17 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 					continue
 				}
 			}
-			// For a CODES SKU on_hand - reserved counts the available codes,
-			// so the same test decides it; its codes are claimed in step 4.
-			if b == nil || b.onHand-b.reserved-b.granted < l.Quantity {
+			// For a CODES SKU on_hand - reserved counts the available codes
+			// (codes never commit), so the same test decides it; its codes
+			// are claimed in step 4.
+			if b == nil || b.free() < l.Quantity {
 				// out[i].res keeps the row's id until it is deleted in step 4.
 				refused = append(refused, i)
 				out[i].route = routeBasket
 				if b != nil && b.preorderable <= 0 {
 					// Nothing to sell it as a pre-order either: the
 					// basket path would only say the same.
-					available := b.onHand - b.reserved - b.granted
+					available := b.free()
 					out[i].route = routeRefused
 					out[i].err = outOfStockError(basketLine{sku: l.SKU, location: *l.Location,
 						locationID: b.locationID, quantity: l.Quantity}, available)
@@ -255,7 +260,7 @@ func queueBatchBalances(b *pgx.Batch, batch []*queuedReserve) map[[2]string]*loc
 		Query(func(rows pgx.Rows) error {
 			var b lockedBalance
 			var sku, loc string
-			_, err := pgx.ForEachRow(rows, []any{&b.skuID, &b.locationID, &sku, &loc, &b.kind, &b.onHand, &b.reserved, &b.preorderable}, func() error {
+			_, err := pgx.ForEachRow(rows, []any{&b.skuID, &b.locationID, &sku, &loc, &b.kind, &b.onHand, &b.reserved, &b.committed, &b.preorderable}, func() error {
 				c := b
 				out[[2]string{sku, loc}] = &c
 				return nil
@@ -282,7 +287,7 @@ func applyBatchHolds(ctx context.Context, tx *pipelinedTx, batch []*queuedReserv
 	n := len(held)
 	ids, checkouts, actors := make([]string, n), make([]string, n), make([]string, n)
 	skuIDs, locIDs := make([]int64, n), make([]int64, n)
-	qty, onHand, reservedAfter := make([]int32, n), make([]int32, n), make([]int32, n)
+	qty, onHand, reservedAfter, committed := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	isCodes := make([]bool, n)
 	codeUnits := 0
 	running := map[*lockedBalance]int{}
@@ -292,7 +297,7 @@ func applyBatchHolds(ctx context.Context, tx *pipelinedTx, batch []*queuedReserv
 		running[b] += l.Quantity
 		ids[j], checkouts[j], actors[j] = out[i].res.ID, batch[i].in.CheckoutID, batch[i].actor
 		skuIDs[j], locIDs[j], qty[j] = b.skuID, b.locationID, int32(l.Quantity)
-		onHand[j], reservedAfter[j] = int32(b.onHand), int32(b.reserved+running[b])
+		onHand[j], reservedAfter[j], committed[j] = int32(b.onHand), int32(b.reserved+running[b]), int32(b.committed)
 		if isCodes[j] = b.kind == "codes"; isCodes[j] {
 			codeUnits += l.Quantity
 		}
@@ -321,9 +326,9 @@ func applyBatchHolds(ctx context.Context, tx *pipelinedTx, batch []*queuedReserv
 	batchHandoff(ctx)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT inventory_expect_count(inventory_reserve_batch_apply($1::bigint[], $2::bigint[], $3::int[],
-		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[],
-		$12::uuid[], $13::text[], $14::bigint[], $15::bool[]), $16::bigint, 'codes balance')`,
-		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, gone, failedCheckouts, failedSKUs, isCodes, codeUnits)
+		$4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], $11::int[], $12::int[],
+		$13::uuid[], $14::text[], $15::bigint[], $16::bool[]), $17::bigint, 'codes balance')`,
+		balSKU, balLoc, balDelta, ids, checkouts, actors, skuIDs, locIDs, qty, onHand, reservedAfter, committed, gone, failedCheckouts, failedSKUs, isCodes, codeUnits)
 	err := tx.commitWith(ctx, b)
 	if pgCode(err) == pgNumericOutOfRange {
 		return domain.InvalidInput([]string{"input"}, "the change would take the balance past its maximum of 2147483647")

@@ -186,7 +186,7 @@ type capacity struct{ stock, preorder int }
 
 func readCapacity(ctx context.Context, tx pgx.Tx, skuID, locationID int64, lock bool) (capacity, error) {
 	c := capacity{}
-	query := `SELECT on_hand - reserved, pending_supply - preordered FROM balances WHERE sku_id = $1 AND location_id = $2`
+	query := `SELECT on_hand - reserved - committed, pending_supply - preordered FROM balances WHERE sku_id = $1 AND location_id = $2`
 	if lock {
 		query += ` FOR NO KEY UPDATE`
 	}

@@ -165,11 +165,12 @@ func (s *Store) confirmBatch(ctx context.Context, batch []*queuedConfirm) error 
 				RETURNING id, reservation_id
 			), lines AS (
 				INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency,
-				                         preorder_quantity, pending)
+				                         preorder_quantity, pending, commits)
 				SELECT o.id, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency,
-				       rl.preorder_quantity, rl.preorder_quantity
+				       rl.preorder_quantity, rl.preorder_quantity, `+commitsSQL+`
 				FROM o JOIN t ON t.id = o.reservation_id JOIN reservation_lines rl ON rl.reservation_id = o.reservation_id
 				JOIN skus s ON s.id = rl.sku_id
+				JOIN locations l ON l.id = rl.location_id
 				LEFT JOIN unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) AS snap(ord, sku, title, price, currency)
 				       ON snap.ord = t.ord AND snap.sku = s.code
 				ORDER BY t.ord, rl.line_no, rl.id

@@ -28,7 +28,8 @@ func (b *testBundle) requireInvariants(t *testing.T) {
 		                                WHERE r.status = 'held' AND rl.sku_id = bal.sku_id AND rl.location_id = bal.location_id), 0)
 		   OR bal.on_hand <> coalesce((SELECT sum(on_hand_delta) FROM stock_movements m WHERE m.sku_id = bal.sku_id AND m.location_id = bal.location_id), 0)
 		   OR bal.reserved <> coalesce((SELECT sum(reserved_delta) FROM stock_movements m WHERE m.sku_id = bal.sku_id AND m.location_id = bal.location_id), 0)
-		   OR bal.on_hand < 0 OR bal.reserved < 0 OR bal.reserved > bal.on_hand`).Scan(&bad)
+		   OR bal.committed <> coalesce((SELECT sum(committed_delta) FROM stock_movements m WHERE m.sku_id = bal.sku_id AND m.location_id = bal.location_id), 0)
+		   OR bal.on_hand < 0 OR bal.reserved < 0 OR bal.committed < 0 OR bal.reserved + bal.committed > bal.on_hand`).Scan(&bad)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,8 @@ type orderWithReservation struct {
 func loadOrders(ctx context.Context, q querier, where string, arg any) ([]orderWithReservation, error) {
 	rows, err := q.Query(ctx, `
 		SELECT o.id, o.ref, o.checkout_id, o.created_at, o.reservation_id,
-		       ol.id, s.kind, s.code, l.code, ol.quantity, ol.title, ol.unit_price, ol.currency, ol.pending
+		       ol.id, s.kind, s.code, l.code, ol.quantity, ol.title, ol.unit_price, ol.currency, ol.pending,
+		       CASE WHEN ol.commits THEN `+inHandSQL+` ELSE 0 END, ol.fulfilled, ol.cancelled
 		FROM orders o
 		JOIN order_lines ol ON ol.order_id = o.id
 		JOIN skus s ON s.id = ol.sku_id JOIN locations l ON l.id = ol.location_id
@@ -142,7 +143,8 @@ func loadOrders(ctx context.Context, q querier, where string, arg any) ([]orderW
 	var ol domain.OrderLine
 	var kind string
 	_, err = pgx.ForEachRow(rows, []any{&id, &o.Ref, &o.CheckoutID, &o.CreatedAt, &o.reservationID,
-		&ol.ID, &kind, &ol.SKU, &ol.Location, &ol.Quantity, &ol.Title, &ol.UnitPrice, &ol.Currency, &ol.PendingCodes}, func() error {
+		&ol.ID, &kind, &ol.SKU, &ol.Location, &ol.Quantity, &ol.Title, &ol.UnitPrice, &ol.Currency, &ol.PendingCodes,
+		&ol.Committed, &ol.Fulfilled, &ol.Cancelled}, func() error {
 		if len(out) == 0 || id != lastID {
 			out = append(out, orderWithReservation{Order: domain.Order{Ref: o.Ref, CheckoutID: o.CheckoutID, CreatedAt: o.CreatedAt}, reservationID: o.reservationID})
 			lastID = id

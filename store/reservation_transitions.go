@@ -221,11 +221,12 @@ func writeOrder(ctx context.Context, tx pgx.Tx, id string, in domain.ConfirmInpu
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO order_lines (order_id, reservation_line_id, sku_id, location_id, quantity, title, unit_price, currency,
-		                         preorder_quantity, pending)
+		                         preorder_quantity, pending, commits)
 		SELECT $1, rl.id, rl.sku_id, rl.location_id, rl.quantity, snap.title, snap.price, snap.currency,
-		       rl.preorder_quantity, rl.preorder_quantity
+		       rl.preorder_quantity, rl.preorder_quantity, `+commitsSQL+`
 		FROM reservation_lines rl
 		JOIN skus s ON s.id = rl.sku_id
+		JOIN locations l ON l.id = rl.location_id
 		LEFT JOIN unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS snap(sku, title, price, currency) ON snap.sku = s.code
 		WHERE rl.reservation_id = $2
 		ORDER BY rl.line_no, rl.id`, orderID, id, skus, titles, prices, currencies)
@@ -322,13 +323,17 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 			WHERE id = ANY($1::uuid[]) AND status = 'held'
 			RETURNING id
 		), ledger AS (
-			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, preordered_delta, cause, actor, reservation_id)
-			SELECT sku_id, location_id,
-			       CASE WHEN $4 THEN preorder_quantity - quantity ELSE 0 END,
+			INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, reserved_delta, committed_delta, preordered_delta,
+			                             cause, actor, reservation_id)
+			SELECT rl.sku_id, rl.location_id,
+			       CASE WHEN $4 AND NOT c.commits THEN preorder_quantity - quantity ELSE 0 END,
 			       preorder_quantity - quantity,
+			       CASE WHEN $4 AND c.commits THEN quantity - preorder_quantity ELSE 0 END,
 			       CASE WHEN $4 THEN 0 ELSE -preorder_quantity END,
 			       $2, $5, reservation_id
-			FROM reservation_lines
+			FROM reservation_lines rl
+			CROSS JOIN LATERAL (SELECT `+commitsSQL+` AS commits FROM skus s, locations l
+			                    WHERE s.id = rl.sku_id AND l.id = rl.location_id) c
 			WHERE reservation_id IN (SELECT id FROM r) AND NOT ($4 AND quantity = preorder_quantity)
 		), sold AS (
 			UPDATE codes c SET status = 'sold', order_line_id = ol.id, updated_at = now()
@@ -350,8 +355,9 @@ func closeHolds(ctx context.Context, tx pgx.Tx, ids []string, status domain.Rese
 }
 
 // settleHolds applies ended reservations to their balances: confirmed takes
-// the in-stock part off on_hand and reserved (the pre-ordered part stays
-// promised on the order line), released and expired give the in-stock part
+// the in-stock part off reserved and off on_hand, or, where the location ships
+// on shipment, onto committed (the pre-ordered part stays promised on the
+// order line), released and expired give the in-stock part
 // back to reserved and the pre-ordered part back to preordered. Balance rows
 // are locked in (sku, location) order first, the one lock order every writer
 // uses.
@@ -425,11 +431,14 @@ const settleStatement = `
 		), b AS (
 			UPDATE balances b
 			SET reserved = b.reserved - t.stock,
-			    on_hand = b.on_hand - CASE WHEN $2 THEN t.stock ELSE 0 END,
+			    on_hand = b.on_hand - CASE WHEN $2 AND NOT t.commits THEN t.stock ELSE 0 END,
+			    committed = b.committed + CASE WHEN $2 AND t.commits THEN t.stock ELSE 0 END,
 			    preordered = b.preordered - CASE WHEN $2 THEN 0 ELSE t.preorder END,
 			    updated_at = now()
-			FROM per_balance t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
-			RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved
+			FROM (SELECT pb.*, ` + commitsSQL + ` AS commits
+			      FROM per_balance pb JOIN skus s ON s.id = pb.sku_id JOIN locations l ON l.id = pb.location_id) t
+			WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
+			RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved, b.committed, t.commits
 		), later AS (
 			-- what the reservations after each one (same balance) moved
 			SELECT ord, reservation_id, sku_id, location_id,
@@ -437,10 +446,11 @@ const settleStatement = `
 			                                 ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0) AS after_stock
 			FROM per_res
 		)
-		INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+		INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, committed, reservation_id, checkout_id)
 		SELECT b.sku_id, b.location_id, $3,
-		       b.on_hand + CASE WHEN $2 THEN l.after_stock ELSE 0 END,
+		       b.on_hand + CASE WHEN $2 AND NOT b.commits THEN l.after_stock ELSE 0 END,
 		       b.reserved + l.after_stock,
+		       b.committed - CASE WHEN $2 AND b.commits THEN l.after_stock ELSE 0 END,
 		       l.reservation_id, r.checkout_id
 		FROM later l
 		JOIN b ON b.sku_id = l.sku_id AND b.location_id = l.location_id

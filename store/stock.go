@@ -77,7 +77,8 @@ func (s *Store) balanceChange(ctx context.Context, sku, location string, quantit
 
 // StockAdjust corrects on-hand stock. The balance row is locked first, so the
 // checks below see the value the update will change: a decrease never takes
-// on_hand below reserved (holds are resolved explicitly, never silently), and
+// on_hand below reserved + committed (holds and unshipped orders are resolved
+// explicitly, never silently), and
 // ExpectedOnHand is an exact compare-and-swap.
 //
 // Every call applies: the reference is free text for the ledger, and two
@@ -101,19 +102,19 @@ func (s *Store) StockAdjust(ctx context.Context, in domain.AdjustStockInput) (do
 				return readBalance(ctx, tx, k)
 			}
 		}
-		var onHand, reserved int
-		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
-			k.skuID, k.locationID).Scan(&onHand, &reserved); err != nil {
+		var onHand, reserved, committed int
+		if err := tx.QueryRow(ctx, `SELECT on_hand, reserved, committed FROM balances WHERE sku_id = $1 AND location_id = $2 FOR NO KEY UPDATE`,
+			k.skuID, k.locationID).Scan(&onHand, &reserved, &committed); err != nil {
 			return domain.Balance{}, err
 		}
 		if in.ExpectedOnHand != nil && *in.ExpectedOnHand != onHand {
 			return domain.Balance{}, &domain.Error{Code: domain.CodeStaleQuantity, SKU: in.SKU, Field: []string{"input", "expectedOnHand"},
 				Message: fmt.Sprintf("on hand is %d, not the expected %d; re-read and retry", onHand, *in.ExpectedOnHand)}
 		}
-		if onHand+in.Delta < reserved {
-			removable := onHand - reserved
+		if onHand+in.Delta < reserved+committed {
+			removable := onHand - reserved - committed
 			return domain.Balance{}, &domain.Error{Code: domain.CodeBelowReserved, SKU: in.SKU, Field: []string{"input", "delta"}, Available: &removable,
-				Message: fmt.Sprintf("on hand %d with %d reserved: at most %d can be removed; release holds first", onHand, reserved, removable)}
+				Message: belowHeld(onHand, reserved, committed, fmt.Sprintf("at most %d can be removed", removable))}
 		}
 		out, err := applyMovement(ctx, tx, k, movement{onHand: in.Delta, cause: "adjusted", reason: in.Reason, reference: in.Reference})
 		if err != nil || in.Delta < 0 {
@@ -143,7 +144,7 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 	distinct, at := dedupe(q.SKUs)
 	got := make([]*domain.Availability, len(distinct))
 	rows, err := s.pool.Query(ctx, `
-		SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.pending_supply, b.preordered, b.updated_at,
+		SELECT r.ord, s.code, l.code, b.on_hand, b.reserved, b.committed, b.pending_supply, b.preordered, b.updated_at,
 		       (SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, i)
 		        WHERE NOT EXISTS (SELECT FROM locations WHERE code = c) ORDER BY i LIMIT 1)
 		FROM unnest($1::text[]) WITH ORDINALITY AS r(code, ord)
@@ -160,9 +161,9 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 		var ord int
 		var sku, loc, unknownLocation *string
 		var b domain.Balance
-		var onHand, reserved, pending, preordered *int
+		var onHand, reserved, committed, pending, preordered *int
 		var updatedAt *time.Time
-		if err := rows.Scan(&ord, &sku, &loc, &onHand, &reserved, &pending, &preordered, &updatedAt, &unknownLocation); err != nil {
+		if err := rows.Scan(&ord, &sku, &loc, &onHand, &reserved, &committed, &pending, &preordered, &updatedAt, &unknownLocation); err != nil {
 			return nil, wrap("AvailabilityList", err)
 		}
 		if unknownLocation != nil {
@@ -178,7 +179,7 @@ func (s *Store) AvailabilityList(ctx context.Context, q domain.AvailabilityQuery
 		}
 		if loc != nil {
 			b.SKU, b.Location = *sku, *loc
-			b.OnHand, b.Reserved, b.PendingSupply, b.Preordered, b.UpdatedAt = *onHand, *reserved, *pending, *preordered, *updatedAt
+			b.OnHand, b.Reserved, b.Committed, b.PendingSupply, b.Preordered, b.UpdatedAt = *onHand, *reserved, *committed, *pending, *preordered, *updatedAt
 			a.Locations = append(a.Locations, b)
 		}
 	}
@@ -233,4 +234,14 @@ func fillPreorders(ctx context.Context, tx pgx.Tx, k balanceKey, b domain.Balanc
 		return b, err
 	}
 	return readBalance(ctx, tx, k)
+}
+
+// belowHeld is the message of a count refused for going below what holds
+// and unshipped orders need: what is there, and what to do about it.
+func belowHeld(onHand, reserved, committed int, limit string) string {
+	if committed == 0 {
+		return fmt.Sprintf("on hand %d with %d reserved: %s; release holds first", onHand, reserved, limit)
+	}
+	return fmt.Sprintf("on hand %d with %d reserved and %d committed to unshipped orders: %s; release holds or fulfil or cancel the orders first",
+		onHand, reserved, committed, limit)
 }

@@ -30,7 +30,7 @@ import (
 // when its levels differ.
 //
 // Lock order: balance rows are locked in (sku id, location id) order, the
-// order every writer takes them in (see claimBasket), and on_hand >= reserved
+// order every writer takes them in (see claimBasket), and on_hand >= reserved + committed
 // is checked under the lock, so concurrent reserves never oversell.
 func (s *Store) StockLevelsSet(ctx context.Context, in domain.SetStockLevelsInput) (domain.StockLevelsResult, error) {
 	if err := in.Validate(); err != nil {
@@ -64,6 +64,7 @@ type levelPair struct {
 	line              int
 	skuID, locationID int64
 	current, reserved int
+	committed         int
 	preordered        int
 	kind              domain.StockKind
 }
@@ -150,10 +151,10 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 		}
 	}
 	type rowKey struct{ sku, loc int64 }
-	locked := make(map[rowKey][3]int, len(pairs))
+	locked := make(map[rowKey][4]int, len(pairs))
 	if len(pairs) > 0 {
 		rows, err := tx.Query(ctx, `
-			SELECT b.sku_id, b.location_id, b.on_hand, b.reserved, b.preordered
+			SELECT b.sku_id, b.location_id, b.on_hand, b.reserved, b.preordered, b.committed
 			FROM balances b
 			WHERE b.sku_id = ANY($1::bigint[])
 			  AND ((b.sku_id, b.location_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
@@ -164,9 +165,9 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 			return res, err
 		}
 		var k rowKey
-		var onHand, reserved, preordered int
-		if _, err := pgx.ForEachRow(rows, []any{&k.sku, &k.loc, &onHand, &reserved, &preordered}, func() error {
-			locked[k] = [3]int{onHand, reserved, preordered}
+		var onHand, reserved, preordered, committed int
+		if _, err := pgx.ForEachRow(rows, []any{&k.sku, &k.loc, &onHand, &reserved, &preordered, &committed}, func() error {
+			locked[k] = [4]int{onHand, reserved, preordered, committed}
 			return nil
 		}); err != nil {
 			return res, err
@@ -180,15 +181,15 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 	for _, p := range pairs {
 		l := in.Levels[p.line]
 		row := locked[rowKey{p.skuID, p.locationID}] // no row: all zero
-		p.current, p.reserved, p.preordered = row[0], row[1], row[2]
+		p.current, p.reserved, p.preordered, p.committed = row[0], row[1], row[2], row[3]
 		switch {
 		case l.ExpectedOnHand != nil && *l.ExpectedOnHand != p.current:
 			errs[p.line] = levelError(domain.CodeStaleQuantity, p.line, l.SKU, "expectedOnHand", nil,
 				"on hand is %d, not the expected %d; re-read and retry", p.current, *l.ExpectedOnHand)
-		case l.OnHand < p.reserved:
-			lowest := p.reserved
-			errs[p.line] = levelError(domain.CodeBelowReserved, p.line, l.SKU, "onHand", &lowest,
-				"on hand %d with %d reserved: onHand cannot go below %d; release holds first", p.current, p.reserved, p.reserved)
+		case l.OnHand < p.reserved+p.committed:
+			lowest := p.reserved + p.committed
+			errs[p.line] = levelError(domain.CodeBelowReserved, p.line, l.SKU, "onHand", &lowest, "%s",
+				belowHeld(p.current, p.reserved, p.committed, fmt.Sprintf("onHand cannot go below %d", lowest)))
 		case l.OnHand == p.current:
 			res.Unchanged++
 		default:
@@ -211,8 +212,8 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 				INSERT INTO stock_movements (sku_id, location_id, on_hand_delta, cause, reason, reference, actor)
 				SELECT sku_id, location_id, d, 'adjusted', $4, $5, $6 FROM b ORDER BY sku_id, location_id
 			), event AS (
-				INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved)
-				SELECT sku_id, location_id, 'adjusted', on_hand, reserved FROM b ORDER BY sku_id, location_id
+				INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, committed)
+				SELECT sku_id, location_id, 'adjusted', on_hand, reserved, committed FROM b ORDER BY sku_id, location_id
 			)
 			SELECT b.sku_id, b.location_id, `+balanceColumns+`
 			FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`,
@@ -222,7 +223,7 @@ func (s *Store) setStockLevels(ctx context.Context, tx pgx.Tx, in domain.SetStoc
 		}
 		var k rowKey
 		var b domain.Balance
-		if _, err := pgx.ForEachRow(rows, []any{&k.sku, &k.loc, &b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.PendingSupply, &b.Preordered, &b.UpdatedAt}, func() error {
+		if _, err := pgx.ForEachRow(rows, []any{&k.sku, &k.loc, &b.SKU, &b.Location, &b.OnHand, &b.Reserved, &b.Committed, &b.PendingSupply, &b.Preordered, &b.UpdatedAt}, func() error {
 			changed[k] = b
 			return nil
 		}); err != nil {

@@ -44,7 +44,8 @@ var _ domain.Waitlists = (*Store)(nil)
 // Without it, a join could commit waiting right after a release found nobody
 // in line, leaving units free that it fits (TestWaitlistJoinRacesRelease).
 //
-// What is free counts stock only (on_hand - reserved), not what could still
+// What is free counts stock only (on_hand - reserved - committed), not what
+// could still
 // be pre-ordered against expected supply: a shopper may wait for stock
 // rather than pre-order.
 func (s *Store) WaitlistJoin(ctx context.Context, in domain.JoinWaitlistInput) (domain.WaitlistEntry, bool, error) {
@@ -190,7 +191,7 @@ func lockWaitFree(ctx context.Context, tx pgx.Tx, skuID int64, locID *int64) (in
 	var free int
 	err := tx.QueryRow(ctx, `
 		SELECT coalesce(sum(free), 0)::int FROM (
-			SELECT on_hand - reserved AS free FROM balances
+			SELECT on_hand - reserved - committed AS free FROM balances
 			WHERE sku_id = $1 AND ($2::bigint IS NULL OR location_id = $2)
 			ORDER BY location_id
 			FOR NO KEY UPDATE) b`, skuID, locID).Scan(&free)

@@ -135,13 +135,13 @@ WITH t AS (
 	                  WHERE w.sku_id = s.sku_id AND w.status = 'waiting' AND w.location_id IS NULL) AS least
 	FROM (SELECT DISTINCT sku_id FROM t) s
 ), added AS (
-	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved AS free
+	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved - b.committed AS free
 	FROM balances b JOIN unlocated u ON u.sku_id = b.sku_id AND u.least IS NOT NULL
 	WHERE NOT EXISTS (SELECT FROM t WHERE t.sku_id = b.sku_id AND t.location_id = b.location_id)
 	ORDER BY b.sku_id, b.location_id
 	FOR NO KEY UPDATE OF b NOWAIT
 ), part AS (
-	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved AS free
+	SELECT b.sku_id, b.location_id, b.on_hand - b.reserved - b.committed AS free
 	FROM balances b JOIN t ON t.sku_id = b.sku_id AND t.location_id = b.location_id
 	UNION ALL
 	SELECT * FROM added
@@ -220,7 +220,7 @@ func queueScope(b *pgx.Batch, f freed) *offerScope {
 // entry's wait on the first line of each offer).
 const offerStatement = `
 WITH RECURSIVE part AS (
-	SELECT b.sku_id, b.location_id, greatest(b.on_hand - b.reserved, 0) AS free, l.priority, l.code
+	SELECT b.sku_id, b.location_id, greatest(b.on_hand - b.reserved - b.committed, 0) AS free, l.priority, l.code
 	FROM (SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS p(sku_id, location_id)) p
 	JOIN balances b ON b.sku_id = p.sku_id AND b.location_id = p.location_id
 	JOIN locations l ON l.id = p.location_id
@@ -312,16 +312,16 @@ WITH RECURSIVE part AS (
 ), b AS (
 	UPDATE balances b SET reserved = b.reserved + t.q, updated_at = now()
 	FROM per_balance t WHERE b.sku_id = t.sku_id AND b.location_id = t.location_id
-	RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved
+	RETURNING b.sku_id, b.location_id, b.on_hand, b.reserved, b.committed
 ), ledger AS (
 	INSERT INTO stock_movements (sku_id, location_id, reserved_delta, cause, actor, reservation_id)
 	SELECT sku_id, location_id, quantity, 'reserved', $3, res_id FROM ol ORDER BY sku_id, location_id, seq
 ), event AS (
-	INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, reservation_id, checkout_id)
+	INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, committed, reservation_id, checkout_id)
 	SELECT o.sku_id, o.location_id, 'reserved', b.on_hand,
 	       b.reserved - coalesce(sum(o.quantity) OVER (PARTITION BY o.sku_id, o.location_id ORDER BY o.seq
 	                                                   ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0),
-	       o.res_id, o.checkout_id
+	       b.committed, o.res_id, o.checkout_id
 	FROM ol o JOIN b ON b.sku_id = o.sku_id AND b.location_id = o.location_id
 	ORDER BY o.sku_id, o.location_id, o.seq
 ), told AS (

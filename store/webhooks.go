@@ -269,6 +269,27 @@ type WebhookEvent struct {
 	// the offer's events that passes the filters only — nil for any other
 	// event (read only for endpoints with waitlist.offered).
 	Offer *WebhookOffer
+	// OrderAction is the fulfil or cancel a FULFILLED or CANCELLED event
+	// belongs to — set on the first of its events that passes the filters
+	// only (read only for endpoints with order.fulfilled or order.cancelled).
+	OrderAction *WebhookOrderAction
+}
+
+// WebhookOrderAction is one fulfillOrder or cancelOrder as its webhook
+// shows it: the order, the caller's reference, a cancel's reason, and what
+// it moved per (SKU, location).
+type WebhookOrderAction struct {
+	OrderRef  string
+	Reference string
+	Reason    *string
+	Lines     []WebhookOrderLine
+}
+
+// WebhookOrderLine is the units an order action moved on one balance.
+type WebhookOrderLine struct {
+	SKU      string `json:"sku"`
+	Location string `json:"location"`
+	Quantity int    `json:"quantity"`
 }
 
 // WebhookOffer is the waitlist entry a reservation was offered to.
@@ -352,13 +373,13 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 		rows, err := tx.Query(ctx, `
 			WITH sel AS (
 				SELECT e.seq, e.sku_id, e.location_id, s.code AS sku, l.code AS location, e.cause, e.on_hand, e.reserved,
-				       e.at, e.reservation_id, s.low_stock_threshold
+				       e.committed, e.at, e.reservation_id, e.order_action_id, s.low_stock_threshold
 				FROM stock_events e JOIN skus s ON s.id = e.sku_id JOIN locations l ON l.id = e.location_id
 				WHERE e.seq > $1 AND e.seq <= $2
 				  AND (cardinality($3::text[]) = 0 OR s.code = ANY($3))
 				  AND (cardinality($4::text[]) = 0 OR l.code = ANY($4))
 			)
-			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.at, e.reservation_id::text, e.low_stock_threshold,
+			SELECT e.seq, e.sku, e.location, e.cause, e.on_hand, e.reserved, e.committed, e.at, e.reservation_id::text, e.low_stock_threshold,
 			       coalesce(p.available, CASE WHEN $5 = 0 THEN 0 END), coalesce(p.seq, CASE WHEN $5 = 0 THEN 0 END),
 			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
 			         NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
@@ -368,13 +389,15 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			       ELSE false END AS first,
 			       CASE WHEN e.reservation_id IS NOT NULL AND e.cause IN ('expired', 'confirmed') THEN
 			         (SELECT json_agg(json_build_object('seq', f.seq, 'sku', fs.code, 'location', fl.code, 'onHand', f.on_hand,
-			                                            'reserved', f.reserved, 'available', f.on_hand - f.reserved) ORDER BY f.seq)
+			                                            'reserved', f.reserved, 'committed', f.committed,
+			                                            'available', f.on_hand - f.reserved - f.committed) ORDER BY f.seq)
 			          FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
 			          WHERE f.reservation_id = e.reservation_id AND f.seq IS NOT NULL AND f.seq >= e.seq AND f.cause = e.cause
 			            AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
 			            AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
 			       END AS lines,
-			       o.id, o.checkout_id, o.quantity, o.lines
+			       o.id, o.checkout_id, o.quantity, o.lines,
+			       a.ref, a.reference, a.reason, a.lines
 			FROM sel e
 			LEFT JOIN LATERAL (
 				-- An offer's reservation has the request key waitlist:<entry
@@ -398,11 +421,23 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 				                    AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
 			) o ON true
 			LEFT JOIN LATERAL (
-				SELECT p.on_hand - p.reserved AS available, p.seq FROM stock_events p
+				-- A fulfil or a cancel: delivered once, at the first of its
+				-- events that passes the filters, with all its lines.
+				SELECT ao.ref, a.reference, a.reason, a.lines
+				FROM order_actions a JOIN orders ao ON ao.id = a.order_id
+				WHERE $7 AND a.id = e.order_action_id
+				  AND NOT EXISTS (SELECT FROM stock_events f JOIN skus fs ON fs.id = f.sku_id JOIN locations fl ON fl.id = f.location_id
+				                  WHERE f.order_action_id = e.order_action_id AND f.seq IS NOT NULL AND f.seq < e.seq
+				                    AND (cardinality($3::text[]) = 0 OR fs.code = ANY($3))
+				                    AND (cardinality($4::text[]) = 0 OR fl.code = ANY($4)))
+			) a ON true
+			LEFT JOIN LATERAL (
+				SELECT p.on_hand - p.reserved - p.committed AS available, p.seq FROM stock_events p
 				WHERE p.sku_id = e.sku_id AND p.location_id = e.location_id AND p.seq IS NOT NULL AND p.seq < e.seq
 				ORDER BY p.seq DESC LIMIT 1
 			) p ON true
-			ORDER BY e.seq`, t.Cursor, scanned, skus, locations, pruned, t.Has(domain.TopicWaitlistOffered))
+			ORDER BY e.seq`, t.Cursor, scanned, skus, locations, pruned, t.Has(domain.TopicWaitlistOffered),
+			t.Has(domain.TopicOrderFulfilled) || t.Has(domain.TopicOrderCancelled))
 		if err != nil {
 			return err
 		}
@@ -412,9 +447,15 @@ func (s *Store) WebhookPending(ctx context.Context, id string, window int) (t We
 			var lines []byte
 			var entryID, checkoutID *string
 			var quantity *int
-			var offerLines []byte
-			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.At, &e.ReservationID, &e.LowStockThreshold,
-				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines, &entryID, &checkoutID, &quantity, &offerLines)
+			var offerLines, actionLines []byte
+			var orderRef, reference, reason *string
+			err := r.Scan(&e.Seq, &e.SKU, &e.Location, &cause, &e.OnHand, &e.Reserved, &e.Committed, &e.At, &e.ReservationID, &e.LowStockThreshold,
+				&e.PreviousAvailable, &e.PreviousSeq, &e.FirstOfReservation, &lines, &entryID, &checkoutID, &quantity, &offerLines,
+				&orderRef, &reference, &reason, &actionLines)
+			if err == nil && orderRef != nil {
+				e.OrderAction = &WebhookOrderAction{OrderRef: *orderRef, Reference: *reference, Reason: reason}
+				err = json.Unmarshal(actionLines, &e.OrderAction.Lines)
+			}
 			if err == nil && entryID != nil {
 				e.Offer = &WebhookOffer{EntryID: *entryID, CheckoutID: *checkoutID, Quantity: *quantity}
 				if offerLines != nil {

@@ -43,7 +43,7 @@ async function gql(query, variables) {
 // ---- table -------------------------------------------------------------
 
 const BALANCES = `query($after: String) { balances(first: 1000, after: $after) {
-  balances { sku location onHand reserved available pendingSupply preordered } next seq } }`;
+  balances { sku location onHand reserved committed available pendingSupply preordered } next seq } }`;
 
 // loadBalances replaces the table with a fresh snapshot; the first page's
 // seq is where the subscription resumes (later changes replay on top).
@@ -98,7 +98,7 @@ function render() {
     row.dataset.key = b.sku + "@" + b.location;
     cell(row, "sku", b.sku).title = b.sku; // a long code is cut short with an ellipsis
     cell(row, "location", b.location).title = b.location;
-    for (const f of ["onHand", "reserved", "available", "pendingSupply", "preordered"]) cell(row, "num " + f, b[f]);
+    for (const f of ["onHand", "reserved", "committed", "available", "pendingSupply", "preordered"]) cell(row, "num " + f, b[f]);
     const btn = document.createElement("button");
     btn.type = "button"; btn.textContent = "Actions"; btn.className = "act";
     btn.addEventListener("click", () => select(k));
@@ -130,7 +130,7 @@ function applyEvent(e) {
   let b = state.rows.get(k);
   const isNew = !b;
   if (isNew) b = {sku: e.sku, location: e.location, pendingSupply: 0, preordered: 0};
-  Object.assign(b, {onHand: e.onHand, reserved: e.reserved, available: e.available, changedAt: Date.now()});
+  Object.assign(b, {onHand: e.onHand, reserved: e.reserved, committed: e.committed, available: e.available, changedAt: Date.now()});
   state.rows.set(k, b);
   if (isNew) refilter(); else scheduleRender();
   setTimeout(scheduleRender, FLASH_MS + 50); // take the highlight off
@@ -139,7 +139,7 @@ function applyEvent(e) {
 // ---- live updates ------------------------------------------------------
 
 const STOCK_CHANGED = `subscription($after: Int64) { stockChanged(after: $after) {
-  seq sku location onHand reserved available } }`;
+  seq sku location onHand reserved committed available } }`;
 
 // connect opens the socket and subscribes from state.seq; on any drop it
 // reconnects with backoff and resumes from the last applied seq.
@@ -196,7 +196,7 @@ function setLive(live) {
 // ---- the numbers -------------------------------------------------------
 
 const HEALTH = `{ inventoryHealth { heldReservations overdueHolds heldByAge { label count }
-  allocationFailureRate lastSweepReleased lastSweepAt } }`;
+  allocationFailureRate lastSweepReleased lastSweepAt unshippedOrders unshippedUnits oldestUnshippedSeconds } }`;
 
 async function pollHealth() {
   try {
@@ -206,6 +206,7 @@ async function pollHealth() {
     $("m-overdue").textContent = h.overdueHolds;
     $("c-overdue").classList.toggle("alert", h.overdueHolds > 0);
     drawSweep(h.lastSweepReleased, h.lastSweepAt);
+    drawUnshipped(h.unshippedOrders, h.unshippedUnits, h.oldestUnshippedSeconds);
     drawAges(h.heldByAge);
   } catch (e) { console.warn(e); }
   setTimeout(pollHealth, HEALTH_EVERY);
@@ -222,6 +223,14 @@ function drawSweep(released, at) {
   const ago = Math.max(0, Math.round((Date.now() - new Date(at)) / 1000));
   $("m-sweep-at").textContent = "at " + new Date(at).toLocaleTimeString() + ", " + waited(ago) + " ago; " +
     (released > 0 ? "expiry jobs were late for these" : "expiry jobs are on time");
+}
+
+// drawUnshipped shows the orders waiting to ship from ON_SHIPMENT locations:
+// their committed units stay on hand, never for sale, until fulfillOrder.
+function drawUnshipped(orders, units, oldest) {
+  $("m-unshipped").textContent = orders;
+  $("m-unshipped-detail").textContent = orders === 0 ? "nothing committed" :
+    units + " units committed; oldest confirmed " + waited(Math.round(oldest)) + " ago";
 }
 
 const AGE_GAP = 6; // px at least between two age labels
@@ -308,7 +317,7 @@ function waited(s) {
 
 // ---- quick actions -----------------------------------------------------
 
-const BALANCE_FIELDS = "balance { sku location onHand reserved available pendingSupply preordered } userErrors { code message }";
+const BALANCE_FIELDS = "balance { sku location onHand reserved committed available pendingSupply preordered } userErrors { code message }";
 
 function select(k) {
   const b = state.rows.get(k);

@@ -32,6 +32,16 @@ type BalancePayload struct {
 	UserErrors []UserError `json:"userErrors"`
 }
 
+type CancelOrderInput struct {
+	OrderRef string `json:"orderRef"`
+	// Names this cancellation: its idempotency key per order.
+	Reference string `json:"reference"`
+	// Free text for the ledger (suggested: customer_request, fraud, out_of_stock, other). At most 64 characters.
+	Reason string `json:"reason"`
+	// Omit to cancel every unit not yet shipped. At most 100 lines, each (sku, location) once.
+	Lines []OrderQuantityInput `json:"lines,omitempty"`
+}
+
 // A signed, short-lived token bound to one checkoutId.
 type CheckoutToken struct {
 	Token     string    `json:"token"`
@@ -56,6 +66,8 @@ type CreateLocationInput struct {
 	Name string `json:"name"`
 	// Lower is sourced first. Default 0.
 	Priority *int `json:"priority,omitempty"`
+	// Default ON_CONFIRM. Set once, when the location is created.
+	Fulfillment *domain.FulfillmentMode `json:"fulfillment,omitempty"`
 }
 
 type CreateLocationPayload struct {
@@ -92,6 +104,14 @@ type ExtendReservationInput struct {
 	ID string `json:"id"`
 	// The new deadline is this many seconds from now: 1..86400.
 	TTLSeconds int `json:"ttlSeconds"`
+}
+
+type FulfillOrderInput struct {
+	OrderRef string `json:"orderRef"`
+	// Names this shipment (a parcel or a dispatch note): its idempotency key per order.
+	Reference string `json:"reference"`
+	// Omit to ship every unit in hand. At most 100 lines, each (sku, location) once.
+	Lines []OrderQuantityInput `json:"lines,omitempty"`
 }
 
 type ImportCodesInput struct {
@@ -134,6 +154,21 @@ type OrderLineSnapshotInput struct {
 	UnitPrice *string `json:"unitPrice,omitempty"`
 	// ISO 4217, e.g. EUR.
 	Currency *string `json:"currency,omitempty"`
+}
+
+type OrderPayload struct {
+	Order *domain.Order `json:"order,omitempty"`
+	// True when an earlier call with this (orderRef, reference) already did it: nothing changed now.
+	Replayed   bool        `json:"replayed"`
+	UserErrors []UserError `json:"userErrors"`
+}
+
+// Units of an order's lines for one SKU at one location.
+type OrderQuantityInput struct {
+	Sku      string `json:"sku"`
+	Location string `json:"location"`
+	// 1..1000000
+	Quantity int `json:"quantity"`
 }
 
 type Query struct {
