@@ -262,3 +262,25 @@ func (b *testBundle) dbNow(t *testing.T) time.Time {
 	}
 	return now
 }
+
+// waitWebhookCursors waits (up to 20 s) until every webhook endpoint's
+// cursor is at head: each has been sent, or has passed over, every event.
+func (b *testBundle) waitWebhookCursors(t *testing.T, head int64) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list, err := b.Store.WebhookList(b.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, w := range list {
+			done = done && w.CursorSeq == head
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursors %+v after 20s, head %d", list, head)
+		}
+	}
+}

@@ -110,22 +110,7 @@ func TestWebhookOrderActionsOncePerAction(t *testing.T) {
 	cfg := b.config()
 	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	b.startClient(t, cfg)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		list, err := b.Store.WebhookList(b.Ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := true
-		for _, w := range list {
-			done = done && w.CursorSeq == head
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cursors %+v after 20s, head %d", list, head)
-		}
-	}
+	b.waitWebhookCursors(t, head)
 	read := func(r *testkit.WebhookReceiver, secret string) []string {
 		t.Helper()
 		var got []string

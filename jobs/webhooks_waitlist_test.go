@@ -96,24 +96,7 @@ func TestWebhookWaitlistOfferedPerOffer(t *testing.T) {
 	cfg := b.config()
 	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	b.startClient(t, cfg)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		list, err := b.Store.WebhookList(b.Ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := true
-		for _, w := range list {
-			done = done && w.CursorSeq == head
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cursors %+v after 20s, head %d", list, head)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitWebhookCursors(t, head)
 	var got []string
 	for i, r := range rcv.Requests() {
 		if err := webhooks.Verify(created.Secret, r.ID, r.Timestamp, r.Body, r.Signature, time.Now(), webhooks.DefaultTolerance); err != nil {
@@ -201,24 +184,7 @@ func TestWebhookWaitlistOfferedOncePerSplitOffer(t *testing.T) {
 	cfg := b.config()
 	cfg.Webhooks, cfg.WebhookAllowPrivate = b.Store, true
 	b.startClient(t, cfg)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		list, err := b.Store.WebhookList(b.Ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := true
-		for _, w := range list {
-			done = done && w.CursorSeq == head
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cursors %+v after 20s, head %d", list, head)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitWebhookCursors(t, head)
 	type line struct {
 		Location string
 		Quantity int

@@ -26,6 +26,15 @@ type balanceKey struct {
 	kind              domain.StockKind
 }
 
+// scanBalanceKey reads a row of (sku_id, location_id, kind).
+func scanBalanceKey(r pgx.CollectableRow) (balanceKey, error) {
+	var k balanceKey
+	var kind string
+	err := r.Scan(&k.skuID, &k.locationID, &kind)
+	k.kind = kindFromDB(kind)
+	return k, err
+}
+
 // resolveBalance turns codes into ids, answering UNKNOWN_SKU / UNKNOWN_LOCATION,
 // and makes sure the balance row exists so it can be locked. Creating the row is
 // idempotent and rolls back with the caller's transaction.

@@ -143,13 +143,7 @@ func lockOrderLines(ctx context.Context, tx pgx.Tx, orderID int64) ([]orderLineS
 	if err != nil {
 		return nil, err
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (balanceKey, error) {
-		var k balanceKey
-		var kind string
-		err := r.Scan(&k.skuID, &k.locationID, &kind)
-		k.kind = kindFromDB(kind)
-		return k, err
-	})
+	keys, err := pgx.CollectRows(rows, scanBalanceKey)
 	if err != nil {
 		return nil, err
 	}

@@ -145,13 +145,7 @@ func allocateForReservation(ctx context.Context, tx pgx.Tx, reservationID string
 	if err != nil {
 		return err
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (balanceKey, error) {
-		var k balanceKey
-		var kind string
-		err := r.Scan(&k.skuID, &k.locationID, &kind)
-		k.kind = kindFromDB(kind)
-		return k, err
-	})
+	keys, err := pgx.CollectRows(rows, scanBalanceKey)
 	if err != nil {
 		return err
 	}
