@@ -47,21 +47,19 @@ func (in OrderChangeInput) Validate(cancel bool) error {
 	}
 	seen := make(map[[2]string]bool, len(in.Lines))
 	for i, l := range in.Lines {
-		at := []string{"input", "lines", strconv.Itoa(i)}
-		if err := CheckIdentifier(append(at, "sku"), l.SKU); err != nil {
+		field := func(name string) []string { return []string{"input", "lines", strconv.Itoa(i), name} }
+		if err := lineError(i, CheckIdentifier(field("sku"), l.SKU)); err != nil {
 			return err
 		}
-		if err := CheckIdentifier(append(at, "location"), l.Location); err != nil {
+		if err := lineError(i, CheckIdentifier(field("location"), l.Location)); err != nil {
 			return err
 		}
-		if err := CheckQuantity(append(at, "quantity"), l.Quantity); err != nil {
+		if err := lineError(i, CheckQuantity(field("quantity"), l.Quantity)); err != nil {
 			return err
 		}
 		k := [2]string{l.SKU, l.Location}
 		if seen[k] {
-			line := i
-			return &Error{Code: CodeInvalidInput, Field: append(at, "sku"), Line: &line, SKU: l.SKU,
-				Message: "SKU " + l.SKU + " at " + l.Location + " is given twice; give one line with the total"}
+			return lineError(i, InvalidInput(field("sku"), "this SKU and location are given on an earlier line too; give one line with the total"))
 		}
 		seen[k] = true
 	}
