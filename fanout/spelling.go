@@ -103,6 +103,14 @@ type renditions struct {
 	by map[int]rendition
 }
 
+// forget drops the rendition under spelling i, which no member uses any
+// more.
+func (r *renditions) forget(i int) {
+	r.mu.Lock()
+	delete(r.by, i)
+	r.mu.Unlock()
+}
+
 type rendition struct {
 	resp    *graphql.Response
 	payload []byte
