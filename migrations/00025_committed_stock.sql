@@ -71,7 +71,6 @@ CREATE TABLE order_actions (
 );
 -- The action behind a FULFILLED or CANCELLED event: one webhook per action.
 ALTER TABLE stock_events ADD COLUMN order_action_id bigint;
-CREATE INDEX stock_events_order_action_idx ON stock_events (order_action_id, seq) WHERE order_action_id IS NOT NULL;
 
 -- The hot statements carry committed: the batch decides on
 -- on_hand - reserved - committed and its events show the balance whole.
