@@ -76,12 +76,9 @@ type movement struct {
 // errNotAvailable is a claim that found too little stock.
 var errNotAvailable = errors.New("not enough available stock")
 
-// applyMovement changes a balance by m's deltas and appends m to the ledger in
-// one statement, returning the balance after the change. The balance row must
-// already be locked or the deltas must be safe under concurrency (the CHECK
-// constraints still refuse anything that would oversell).
-func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (domain.Balance, error) {
-	rows, err := tx.Query(ctx, `
+// movementStatement is applyMovement's one statement (movementArgs gives
+// its arguments): the balance changed, its ledger row and stock event.
+const movementStatement = `
 		WITH b AS (
 			UPDATE balances SET
 				on_hand = on_hand + $3, reserved = reserved + $4,
@@ -97,10 +94,21 @@ func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (do
 			INSERT INTO stock_events (sku_id, location_id, cause, on_hand, reserved, committed, reservation_id, checkout_id, order_action_id)
 			SELECT sku_id, location_id, $13, on_hand, reserved, committed, $11, NULLIF($14, ''), $16 FROM b
 		)
-		SELECT `+balanceColumns+`
-		FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`,
-		k.skuID, k.locationID, m.onHand, m.reserved, m.pendingSupply, m.preordered,
-		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim, eventCause(m.cause), m.checkoutID, m.committed, m.orderActionID)
+		SELECT ` + balanceColumns + `
+		FROM b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id`
+
+// movementArgs are movementStatement's arguments for m on k.
+func movementArgs(ctx context.Context, k balanceKey, m movement) []any {
+	return []any{k.skuID, k.locationID, m.onHand, m.reserved, m.pendingSupply, m.preordered,
+		m.cause, m.reason, m.reference, domain.ActorFrom(ctx).Name, m.reservationID, m.claim, eventCause(m.cause), m.checkoutID, m.committed, m.orderActionID}
+}
+
+// applyMovement changes a balance by m's deltas and appends m to the ledger in
+// one statement, returning the balance after the change. The balance row must
+// already be locked or the deltas must be safe under concurrency (the CHECK
+// constraints still refuse anything that would oversell).
+func applyMovement(ctx context.Context, tx pgx.Tx, k balanceKey, m movement) (domain.Balance, error) {
+	rows, err := tx.Query(ctx, movementStatement, movementArgs(ctx, k, m)...)
 	if err != nil {
 		return domain.Balance{}, err
 	}
