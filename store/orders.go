@@ -78,10 +78,9 @@ type lineMove struct {
 // orderChange runs a fulfil or a cancel in one transaction. Lock order: the
 // order row (which serializes every action on the order, so two of them
 // never move one unit twice), then the balances of its lines in (sku,
-// location) order as every writer takes them (lockLine: with the SKU's
-// other balances when an entry without a location waits, for the offer),
-// then its lines, re-read under those locks: a pre-order allocation, which
-// holds the balance, may have just changed pending.
+// location) order as every writer takes them, then its lines, read under
+// those locks: a pre-order allocation, which holds the balance, may have
+// just changed pending (lockOrderLines).
 func (s *Store) orderChange(ctx context.Context, in domain.OrderChangeInput, cancel bool) (domain.OrderChange, error) {
 	if err := in.Validate(cancel); err != nil {
 		return domain.OrderChange{}, err
