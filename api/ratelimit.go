@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -144,8 +145,22 @@ func callerKey(ctx context.Context, a domain.Actor) string {
 
 // ipKey is the budget key of the request's client address: IPv6 by /64,
 // since one subscriber usually holds a whole /64.
+//
+// A request from a trusted proxy that names no client (its own health
+// check, or a header that is not an address) spends the proxy's budget:
+// under one empty key, every such request of every proxy shared one
+// budget, and a tiny one (a test's, five reads) was spent by a load
+// balancer's first readiness probes, after which it saw 429 until its
+// deadline.
 func ipKey(ctx context.Context) string {
-	return "ip:" + httprate.CanonicalizeIP(middleware.GetClientIP(ctx))
+	if ip := middleware.GetClientIP(ctx); ip != "" {
+		return "ip:" + httprate.CanonicalizeIP(ip)
+	}
+	peer, _ := ctx.Value(peerKey{}).(string)
+	if host, _, err := net.SplitHostPort(peer); err == nil {
+		peer = host
+	}
+	return "ip:proxy " + peer
 }
 
 func tooManyRequests(w http.ResponseWriter, r *http.Request) {
@@ -163,5 +178,15 @@ func clientIP(trustedProxies []string) func(http.Handler) http.Handler {
 	if len(trustedProxies) == 0 {
 		return middleware.ClientIPFromRemoteAddr
 	}
-	return middleware.ClientIPFromXFF(trustedProxies...)
+	xff := middleware.ClientIPFromXFF(trustedProxies...)
+	return func(next http.Handler) http.Handler {
+		h := xff(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, r.RemoteAddr)))
+		})
+	}
 }
+
+// peerKey holds the TCP peer of a request that came through a trusted
+// proxy: the budget of a request whose client it could not name.
+type peerKey struct{}

@@ -132,7 +132,7 @@ var Settings = []Setting{
 	{Name: "INVENTORY_MAX_CONNS_PER_IP", Group: "Rate limits, proxies and CORS", Default: "1024", Shown: "",
 		Meaning: "connections one client address (IPv6: one /64) may hold open at once, counted at the listener before a byte is read; one more is answered `429` and closed. Bounds what an address that opens connections and never reads its answers can pin (each connection at most one answer: see `INVENTORY_MAX_ANSWER_BYTES_ANONYMOUS`). Connections from `INVENTORY_TRUSTED_PROXIES` are not counted. `0` is no limit"},
 	{Name: "INVENTORY_TRUSTED_PROXIES", Group: "Rate limits, proxies and CORS", Default: "", Shown: "(none)",
-		Meaning: "comma-separated CIDR prefixes of your load balancers or CDN; only from those is `X-Forwarded-For` believed (the rightmost address that is not a trusted proxy is the client). Empty: the TCP peer is the client"},
+		Meaning: "comma-separated CIDR prefixes of your load balancers or CDN; only from those is `X-Forwarded-For` believed (the rightmost address that is not a trusted proxy is the client); a proxy's request that names no client (its health check) spends that proxy's own rate budget. Empty: the TCP peer is the client"},
 	{Name: "INVENTORY_CORS_ORIGINS", Group: "Rate limits, proxies and CORS", Default: "", Shown: "(none: no cross-origin access)",
 		Meaning: "comma-separated exact origins (`https://shop.example`) whose pages may call `/graphql` over HTTP (with the `Authorization` header; never credentials, i.e. cookies) and WebSocket. No wildcards"},
 	{Name: "INVENTORY_RECONCILE_INTERVAL", Group: "Jobs and expiry", Default: "1h", Shown: "",
