@@ -11,6 +11,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/vektah/gqlparser/v2/ast"
+	"go.opentelemetry.io/otel/trace"
 
 	"inventory/domain"
 )
@@ -56,11 +57,16 @@ func logRequests(logger *slog.Logger) func(http.Handler) http.Handler {
 			case status == 0:
 				status = http.StatusOK
 			}
-			logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			attrs := []slog.Attr{
 				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("operation", line.operationName()),
 				slog.Int("status", status), slog.Duration("duration", time.Since(start)),
 				slog.String("request_id", middleware.GetReqID(r.Context())),
-				slog.String("role", strings.ToLower(string(domain.ActorFrom(r.Context()).Role))))
+				slog.String("role", strings.ToLower(string(domain.ActorFrom(r.Context()).Role)))}
+			// With tracing on, the line names the request's trace.
+			if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+				attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+			}
+			logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		})
 	}
 }

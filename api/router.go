@@ -15,6 +15,7 @@ import (
 	"inventory/metrics"
 	"inventory/resolvers"
 	"inventory/socket"
+	"inventory/tracing"
 )
 
 // Readiness reports why the server should not take traffic, or "" when ready.
@@ -58,6 +59,9 @@ type Config struct {
 	// CacheMaxAge is the max-age of anonymous GET queries' answers
 	// (cacheHeaders); whole seconds.
 	CacheMaxAge time.Duration
+	// Tracing, when on, traces /graphql requests and their operations
+	// (traceRequests, operationTracing); nil is off.
+	Tracing *tracing.Tracing
 }
 
 // NewRouter returns the server's whole HTTP surface.
@@ -104,6 +108,10 @@ func NewRouter(cfg Config) http.Handler {
 	// What limits an HTTP request limits each operation on a WebSocket and
 	// SSE too; inside it only the fan-out.
 	limits := &operationLimits{budgets: budgets, maxInFlight: cfg.SocketMaxInFlight, timeout: cfg.Deadlines.Handle}
+	if cfg.Tracing != nil && cfg.Tracing.Enabled {
+		// First, so that an operation's span covers its waits for limits.
+		gql.Use(operationTracing{tracer: cfg.Tracing.Provider.Tracer(tracing.ScopeName)})
+	}
 	gql.Use(limits)
 	gql.AroundOperations(limits.around)
 	gql.AroundOperations(cpu.around)
@@ -115,7 +123,7 @@ func NewRouter(cfg Config) http.Handler {
 	}
 	useFanout(gql, cfg.GraphQL.Fanout)
 	r.Group(func(r chi.Router) {
-		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, logRequests(cfg.Logger), socket.Middleware)
+		r.Use(allowCrossOrigin(cfg.CORSOrigins), cfg.Metrics.Instrument, guard.middleware, traceRequests(cfg.Tracing), logRequests(cfg.Logger), socket.Middleware)
 		r.With(refuseUnsupportedRequests, cacheHeaders(cfg.CacheMaxAge), cfg.BytesInFlight.middleware, limitBody(cfg.MaxBodyBytes, cfg.GraphQL.MaxUploadBytes, cpu), budgets.rateLimit,
 			refuseForeignSocketOrigins(cfg.CORSOrigins, cfg.Logger), newAnswerCache(cfg.Answers).middleware).Handle("/graphql", gql)
 	})

@@ -36,8 +36,13 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if err != nil {
 		return nil, err
 	}
-	db, err := openPools(ctx, cfg)
+	tr, err := startTracing(ctx)
 	if err != nil {
+		return nil, err
+	}
+	db, err := openPools(ctx, cfg, sqlTracer(tr))
+	if err != nil {
+		_ = tr.Shutdown(ctx)
 		return nil, err
 	}
 	l := newListener(ctx, cfg)
@@ -46,21 +51,22 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		if !ok {
 			l.abort()
 			db.close()
+			_ = tr.Shutdown(ctx)
 		}
 	}()
 	if err := migrate(ctx, cfg, db, l, logger); err != nil {
 		return nil, err
 	}
-	st, err := wireStores(ctx, cfg, db, keyring, logger)
+	st, err := wireStores(ctx, cfg, db, keyring, tr, logger)
 	if err != nil {
 		return nil, err
 	}
 	live := wireLive(l.aux, cfg, db, st, logger)
-	riverClient, err := wireJobs(cfg, db, st, live, logger)
+	riverClient, err := wireJobs(cfg, db, st, live, tr, logger)
 	if err != nil {
 		return nil, err
 	}
-	router, err := wireRouter(l.aux, cfg, db, st, live, riverClient, tokens, secrets, logger)
+	router, err := wireRouter(l.aux, cfg, db, st, live, riverClient, tokens, secrets, tr, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +83,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	ok = true
 	l.gate.open(router)
 	s := &Server{URL: "http://" + l.ln.Addr().String(), done: make(chan error, 1)}
-	go func() { s.done <- shutdown(ctx, cfg, l, run, db, logger) }()
-	logger.Info("serving", "url", s.URL)
+	go func() { s.done <- shutdown(ctx, cfg, l, run, db, tr, logger) }()
+	logger.Info("serving", "url", s.URL, "tracing", tr.Enabled)
 	return s, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"inventory/config"
 	"inventory/jobs"
+	"inventory/tracing"
 )
 
 // background is what runs beside the requests: River and the webhook
@@ -59,7 +60,7 @@ func startBackground(ctx context.Context, cfg config.Config, st stores, live *li
 // their sockets close) before the pool they read from; the dispatcher, so
 // it inserts nothing once River is stopping; HTTP, letting in-flight
 // requests finish within INVENTORY_SHUTDOWN_TIMEOUT; River; the pools.
-func shutdown(ctx context.Context, cfg config.Config, l *listener, b *background, db *pools, logger *slog.Logger) error {
+func shutdown(ctx context.Context, cfg config.Config, l *listener, b *background, db *pools, tr *tracing.Tracing, logger *slog.Logger) error {
 	var err error
 	select {
 	case <-ctx.Done():
@@ -75,7 +76,8 @@ func shutdown(ctx context.Context, cfg config.Config, l *listener, b *background
 	err = errors.Join(err, <-b.brokerDone, ignoreClosed(l.server.Shutdown(shutdownCtx)), stopRiver(shutdownCtx, b.river, b.runJobs))
 	l.stopAux()
 	db.close()
-	return err
+	// Last, so the spans of the shutdown's own work are exported too.
+	return errors.Join(err, tr.Shutdown(shutdownCtx))
 }
 
 func stopRiver(ctx context.Context, c *river.Client[pgx.Tx], started bool) error {

@@ -9,6 +9,7 @@ import (
 	"inventory/config"
 	"inventory/migrations"
 	"inventory/store"
+	"inventory/tracing"
 )
 
 // cliPoolConns is the size of a command's pool (INVENTORY_DB_MAX_CONNS is
@@ -18,7 +19,7 @@ const cliPoolConns = 4
 
 // withPool runs fn with a command's pool on the direct connection.
 func withPool(ctx context.Context, cfg config.Config, fn func(*pgxpool.Pool) error) error {
-	pool, err := openPool(ctx, cfg, directConnection(cfg), "cli", cliPoolConns)
+	pool, err := openPool(ctx, cfg, directConnection(cfg), "cli", cliPoolConns, nil)
 	if err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func withPool(ctx context.Context, cfg config.Config, fn func(*pgxpool.Pool) err
 // or open codes, for commands that touch none.
 func WithPlainStore(ctx context.Context, cfg config.Config, fn func(*store.Store) error) error {
 	return withPool(ctx, cfg, func(pool *pgxpool.Pool) error {
-		st, err := newStore(pool)
+		st, err := newStore(pool, tracing.Off())
 		if err != nil {
 			return err
 		}

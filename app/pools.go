@@ -38,7 +38,7 @@ type pools struct {
 }
 
 // openPools opens the pools, closing what it opened if one fails.
-func openPools(ctx context.Context, cfg config.Config) (*pools, error) {
+func openPools(ctx context.Context, cfg config.Config, tracer pgx.QueryTracer) (*pools, error) {
 	p := &pools{}
 	var err error
 	fail := func(err error) (*pools, error) {
@@ -46,19 +46,19 @@ func openPools(ctx context.Context, cfg config.Config) (*pools, error) {
 		return nil, err
 	}
 	pooled := connection{url: cfg.DatabaseURL, name: "DATABASE_URL", transactionPooled: cfg.DBPooler == "transaction"}
-	if p.api, err = openPool(ctx, cfg, pooled, "api", cfg.DBMaxConns); err != nil {
+	if p.api, err = openPool(ctx, cfg, pooled, "api", cfg.DBMaxConns, tracer); err != nil {
 		return fail(err)
 	}
-	if p.jobs, err = openPool(ctx, cfg, pooled, "jobs", cfg.DBJobConns); err != nil {
+	if p.jobs, err = openPool(ctx, cfg, pooled, "jobs", cfg.DBJobConns, tracer); err != nil {
 		return fail(err)
 	}
-	if p.events, err = openPool(ctx, cfg, pooled, "events", cfg.DBEventConns); err != nil {
+	if p.events, err = openPool(ctx, cfg, pooled, "events", cfg.DBEventConns, tracer); err != nil {
 		return fail(err)
 	}
 	direct := directConnection(cfg)
 	p.river = p.jobs
 	if cfg.DatabaseDirectURL != "" {
-		if p.river, err = openPool(ctx, cfg, direct, "river", cfg.DBDirectConns); err != nil {
+		if p.river, err = openPool(ctx, cfg, direct, "river", cfg.DBDirectConns, tracer); err != nil {
 			return fail(err)
 		}
 	}
@@ -72,6 +72,7 @@ func openPools(ctx context.Context, cfg config.Config) (*pools, error) {
 		if err != nil {
 			return fail(err)
 		}
+		rcfg.ConnConfig.Tracer = tracer
 		if p.replica, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
 			return fail(fmt.Errorf("DATABASE_REPLICA_URL: %w", err))
 		}
@@ -130,12 +131,14 @@ func directConnection(c config.Config) connection {
 // openPool opens one pool of size connections, named purpose in
 // pg_stat_activity (application_name inventory-<purpose>; through a
 // transaction pooler every one is "inventory", see poolConfig), with the server's
-// session settings.
-func openPool(ctx context.Context, cfg config.Config, conn connection, purpose string, size int32) (*pgxpool.Pool, error) {
+// session settings; tracer, when tracing is on, makes a span of each
+// statement and each wait for a connection.
+func openPool(ctx context.Context, cfg config.Config, conn connection, purpose string, size int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	pcfg, err := poolConfig(cfg, conn, purpose, size)
 	if err != nil {
 		return nil, err
 	}
+	pcfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

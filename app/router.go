@@ -15,12 +15,13 @@ import (
 	"inventory/jobs"
 	"inventory/metrics"
 	"inventory/resolvers"
+	"inventory/tracing"
 )
 
 // wireRouter builds the public HTTP handler: GraphQL with its resolvers,
 // the callers' authentication, readiness, the admin pages and River's UI.
 func wireRouter(ctx context.Context, cfg config.Config, db *pools, st stores, live *live, riverClient *river.Client[pgx.Tx],
-	tokens *auth.CheckoutTokens, secrets [][]byte, logger *slog.Logger) (http.Handler, error) {
+	tokens *auth.CheckoutTokens, secrets [][]byte, tr *tracing.Tracing, logger *slog.Logger) (http.Handler, error) {
 	riverUI, err := newRiverUI(ctx, riverClient, logger)
 	if err != nil {
 		return nil, err
@@ -69,5 +70,6 @@ func wireRouter(ctx context.Context, cfg config.Config, db *pools, st stores, li
 		SocketMaxInFlight: cfg.WSMaxInFlight,
 		CORSOrigins:       cfg.CORSOrigins,
 		CacheMaxAge:       cfg.CacheMaxAge,
+		Tracing:           tr,
 	}), nil
 }

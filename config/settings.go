@@ -188,7 +188,7 @@ var Settings = []Setting{
 	{Name: "INVENTORY_PPROF_ADDR", Group: "Operations", Default: "", Shown: "(off)",
 		Meaning: "serve Go's profiler (`/debug/pprof/`) on this address, e.g. `127.0.0.1:6060`, for `go tool pprof`; keep it private"},
 	{Name: "INVENTORY_LOG_LEVEL", Group: "Operations", Default: "info", Shown: "",
-		Meaning: "`debug`, `info`, `warn`, `error`. At `info` the log has one line per request (`method`, `path`, GraphQL `operation`, `status`, `duration`, `request_id`, caller `role`; never a token, variable or code; a WebSocket's line when it closes); River's routine lines are at `debug`",
+		Meaning: "`debug`, `info`, `warn`, `error`. At `info` the log has one line per request (`method`, `path`, GraphQL `operation`, `status`, `duration`, `request_id`, caller `role`, and `trace_id` when tracing is on; never a token, variable or code; a WebSocket's line when it closes); River's routine lines are at `debug`",
 		Brief:   "debug, info, warn or error"},
 }
 
@@ -215,5 +215,29 @@ what it accepts.
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, def, s.Meaning)
 	}
+	b.WriteString(tracingSettings)
 	return b.String()
 }
+
+// tracingSettings are OpenTelemetry's own variables, read by its SDK as
+// every OpenTelemetry SDK reads them (package tracing), so they are listed
+// here rather than parsed with the rest.
+const tracingSettings = `
+## Tracing (OpenTelemetry)
+
+Off unless an OTLP endpoint is named; off, no exporter starts and no request,
+statement or job is wrapped. [Tracing](operations/tracing.md) shows what a
+trace holds.
+
+| variable | default | meaning |
+|---|---|---|
+| ` + "`OTEL_EXPORTER_OTLP_ENDPOINT`" + ` | (off) | the collector, e.g. ` + "`http://otel-collector:4318`" + `; spans go to its ` + "`/v1/traces`" + ` as OTLP over HTTP (protobuf). Setting it turns tracing on |
+| ` + "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`" + ` | (off) | the full traces URL instead, used as given; also turns tracing on |
+| ` + "`OTEL_EXPORTER_OTLP_HEADERS`" + `, ` + "`OTEL_EXPORTER_OTLP_TIMEOUT`" + `, ` + "`OTEL_EXPORTER_OTLP_COMPRESSION`" + `, ` + "`OTEL_EXPORTER_OTLP_CERTIFICATE`" + ` | | the exporter's headers (a vendor's API key), timeout, ` + "`gzip`" + `, and TLS, as the OpenTelemetry specification defines them |
+| ` + "`OTEL_EXPORTER_OTLP_PROTOCOL`" + ` | ` + "`http/protobuf`" + ` | only ` + "`http/protobuf`" + ` is built in; ` + "`grpc`" + ` is refused at start-up |
+| ` + "`OTEL_TRACES_EXPORTER`" + ` | (unset) | ` + "`otlp`" + ` turns tracing on, at ` + "`http://localhost:4318`" + ` unless an endpoint is named; ` + "`none`" + ` turns it off; others are refused at start-up |
+| ` + "`OTEL_SDK_DISABLED`" + ` | ` + "`false`" + ` | ` + "`true`" + ` turns tracing off whatever else is set |
+| ` + "`OTEL_SERVICE_NAME`" + ` | ` + "`inventory`" + ` | the ` + "`service.name`" + ` of every span; ` + "`OTEL_RESOURCE_ATTRIBUTES`" + ` adds others (` + "`deployment.environment.name=prod`" + `) |
+| ` + "`OTEL_TRACES_SAMPLER`" + `, ` + "`OTEL_TRACES_SAMPLER_ARG`" + ` | ` + "`parentbased_always_on`" + ` | which requests are traced; in production ` + "`parentbased_traceidratio`" + ` with e.g. ` + "`0.01`" + `. A parent's decision is followed only for service and admin keys: nobody else's ` + "`traceparent`" + ` is read |
+| ` + "`OTEL_BSP_SCHEDULE_DELAY`" + `, ` + "`OTEL_BSP_MAX_QUEUE_SIZE`" + `, ` + "`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`" + ` | ` + "`5000`" + `, ` + "`2048`" + `, ` + "`512`" + ` | the export batching: milliseconds between exports, spans buffered (more are dropped, never waited for), spans per export |
+`

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"inventory/domain"
+	"inventory/tracing"
 	"inventory/webhooks"
 )
 
@@ -35,8 +36,11 @@ type Config struct {
 	WebhookDeliveryRetention time.Duration
 	OnPruned                 func(table string, n int)
 	Logger                   *slog.Logger
-	ReconcileInterval        time.Duration
-	SweepInterval            time.Duration
+	// Tracing, when on, traces every job inserted and worked (riverTracing);
+	// nil is off.
+	Tracing           *tracing.Tracing
+	ReconcileInterval time.Duration
+	SweepInterval     time.Duration
 	// SweepGrace is how overdue a hold must be before the sweeper takes it
 	// from its expiry job.
 	SweepGrace time.Duration
@@ -127,6 +131,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*river.Client[pgx.Tx], error) {
 		PeriodicJobs:         periodic,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		SoftStopTimeout:      cmp.Or(cfg.SoftStopTimeout, defaultSoftStop),
+		Middleware:           riverTracing(cfg.Tracing),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: new client: %w", err)

@@ -56,6 +56,7 @@ type ExpiryWorker struct {
 // Work expires the hold or snoozes until its deadline, then ends whatever
 // else is due.
 func (w *ExpiryWorker) Work(ctx context.Context, job *river.Job[ReservationExpiryArgs]) error {
+	linkReserve(ctx, job.Metadata)
 	notBefore, expired, err := w.Expirer.ReservationExpire(systemActor(ctx, "expiry-job"), job.Args.ReservationID)
 	if err != nil {
 		return fmt.Errorf("expire %s: %w", job.Args.ReservationID, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"inventory/store"
+	"inventory/tracing"
 )
 
 // ReservationExpiryArgs is the River job that expires one hold at its
@@ -32,9 +33,10 @@ type Scheduler struct {
 
 var _ store.ExpiryScheduler = (*Scheduler)(nil)
 
-// NewScheduler returns a Scheduler for stores on pool.
-func NewScheduler(pool *pgxpool.Pool) (*Scheduler, error) {
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+// NewScheduler returns a Scheduler for stores on pool, whose inserts are
+// traced when tr is on.
+func NewScheduler(pool *pgxpool.Pool, tr *tracing.Tracing) (*Scheduler, error) {
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Middleware: riverTracing(tr)})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: new scheduler: %w", err)
 	}
@@ -50,7 +52,7 @@ func (s *Scheduler) ScheduleExpiryTx(ctx context.Context, tx pgx.Tx, holds []sto
 	params := make([]river.InsertManyParams, len(holds))
 	for i, h := range holds {
 		params[i] = river.InsertManyParams{Args: ReservationExpiryArgs{ReservationID: h.ReservationID},
-			InsertOpts: &river.InsertOpts{ScheduledAt: h.At}}
+			InsertOpts: &river.InsertOpts{ScheduledAt: h.At, Metadata: holdMetadata(h)}}
 	}
 	_, err := s.river.InsertManyTx(ctx, tx, params)
 	return err

@@ -343,6 +343,8 @@ func (w *WebhookDeliverWorker) deliver(ctx context.Context, t store.WebhookTarge
 // the error of the post. Deliveries and test sends both go through it.
 func sendAttempt(ctx context.Context, client *http.Client, allowPrivate bool, timeout time.Duration,
 	t store.WebhookTarget, a store.WebhookAttempt, body []byte) (store.WebhookAttempt, error) {
+	ctx, span := startDeliverySpan(ctx, t, a)
+	defer span.End()
 	start := time.Now()
 	status, err := webhooks.Post(ctx, client, t.URL, allowPrivate, timeout, a.WebhookID, body, t.Secrets...)
 	a.Latency = time.Since(start)
@@ -353,5 +355,6 @@ func sendAttempt(ctx context.Context, client *http.Client, allowPrivate bool, ti
 		msg := err.Error()
 		a.Error = &msg
 	}
+	endDeliverySpan(span, status, err)
 	return a, err
 }

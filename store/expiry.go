@@ -15,6 +15,10 @@ import (
 type HoldDeadline struct {
 	ReservationID string
 	At            time.Time
+	// TraceParent is the W3C trace context of the reserve that made the
+	// hold, "" when it was not traced: its expiry job's span links back to
+	// it, however late the job runs.
+	TraceParent string
 }
 
 // EntryDeadline is a waitlist entry and the moment it stops waiting.

@@ -168,7 +168,7 @@ func (s *Store) reserveBatch(ctx context.Context, batch []*queuedReserve) ([]bat
 		if len(held) > 0 {
 			holds := make([]HoldDeadline, len(held))
 			for j, i := range held {
-				holds[j] = HoldDeadline{ReservationID: out[i].res.ID, At: out[i].res.ExpiresAt}
+				holds[j] = HoldDeadline{ReservationID: out[i].res.ID, At: out[i].res.ExpiresAt, TraceParent: traceParentOf(&batch[i].batchTurn)}
 			}
 			if err := s.scheduleExpiry(ctx, tx, holds...); err != nil {
 				return err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"inventory/domain"
 )
 
@@ -58,7 +60,8 @@ type coalescer[T interface{ turnOf() *batchTurn }] struct {
 	timeout              time.Duration              // longest a batch may run
 	run                  func(context.Context, []T) // fills each request's outcome
 	logger               func() *slog.Logger
-	panicked             func() // counts a batch that panicked (its run recorded nothing); may be nil
+	panicked             func()              // counts a batch that panicked (its run recorded nothing); may be nil
+	tracer               func() trace.Tracer // the batches' and waits' spans (batch_tracing.go); nil: none
 
 	mu      sync.Mutex
 	queue   []T // not yet taken into a batch
@@ -71,6 +74,9 @@ type batchTurn struct {
 	done  chan struct{} // closed when its batch has finished with it
 	batch *runningBatch // the batch that took it; nil while queued
 	err   error         // set when its batch failed without deciding (a panic)
+	// origin is the context of the request's wait span, nil when the
+	// request is not traced; set before it is queued (batch_tracing.go).
+	origin context.Context
 }
 
 func (t *batchTurn) turnOf() *batchTurn { return t }
@@ -81,6 +87,10 @@ func (t *batchTurn) turnOf() *batchTurn { return t }
 type runningBatch struct {
 	cancel  context.CancelFunc
 	waiting int
+	size    int
+	// span is the batch's span, zero when no request of it is traced;
+	// written before any of its requests is done.
+	span trace.SpanContext
 }
 
 type reserveCoalescer = coalescer[*queuedReserve]
@@ -144,6 +154,7 @@ const batchSpreadAfter = 10 * time.Millisecond
 func (c *coalescer[T]) submit(ctx context.Context, item T) error {
 	q := item.turnOf()
 	q.done = make(chan struct{})
+	wait := c.startWait(ctx, q)
 	c.mu.Lock()
 	c.queue = append(c.queue, item)
 	if c.leaders == 0 {
@@ -152,15 +163,18 @@ func (c *coalescer[T]) submit(ctx context.Context, item T) error {
 	}
 	c.mu.Unlock()
 	if !c.await(ctx, q) {
+		endWait(wait, q, true)
 		return q.err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	select {
 	case <-q.done: // decided while the lock was awaited
+		endWait(wait, q, true)
 		return q.err
 	default:
 	}
+	endWait(wait, q, false)
 	if q.batch == nil {
 		c.queue = slices.DeleteFunc(c.queue, func(t T) bool { return t.turnOf() == q })
 		return fmt.Errorf("%s: %w while queued (nothing was written): %w", c.name, errGaveUp, ctx.Err())
@@ -214,14 +228,18 @@ func (c *coalescer[T]) lead() {
 		c.queue = append(c.queue[:0:0], c.queue[n:]...)
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		ctx = context.WithValue(ctx, handoffKey{}, c.handoff)
-		rb := &runningBatch{cancel: cancel, waiting: n}
+		rb := &runningBatch{cancel: cancel, waiting: n, size: n}
 		for _, b := range batch {
 			b.turnOf().batch = rb
 		}
 		c.mu.Unlock()
 
+		ctx, span := c.startBatch(ctx, batch, rb)
 		err := c.runRecovered(ctx, batch)
 		cancel()
+		if span != nil {
+			span.End()
+		}
 
 		c.mu.Lock()
 		for _, b := range batch {

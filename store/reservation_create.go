@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/domain"
+	"inventory/tracing"
 )
 
 // errTwinWon means another request with the same (checkout, key) committed
@@ -95,7 +96,7 @@ func (s *Store) reserveBasket(ctx context.Context, in domain.ReserveInput, fp []
 				return err
 			}
 		}
-		if err := s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: res.ID, At: res.ExpiresAt}); err != nil {
+		if err := s.scheduleExpiry(ctx, tx, HoldDeadline{ReservationID: res.ID, At: res.ExpiresAt, TraceParent: tracing.TraceParent(ctx)}); err != nil {
 			return err
 		}
 		// Claims last: from the first claim to commit the balance rows are

@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"inventory/codecrypt"
 )
@@ -51,6 +53,9 @@ type Store struct {
 	// Logger receives what the store reports on its own (a batch that
 	// panicked); nil is slog.Default().
 	Logger *slog.Logger
+	// Tracer makes the spans of coalesced batches and of the requests'
+	// waits for them; nil makes none.
+	Tracer trace.Tracer
 
 	// batchHook, when set (by tests only), runs inside every reserve and
 	// confirm batch's transaction, after its first statements: a fault
@@ -72,7 +77,16 @@ func New(pool *pgxpool.Pool) *Store {
 	// inventory_*_batch_failures_total count it with the others.
 	s.reserveBatches.panicked = func() { s.batchStats.batches.Add(1); s.batchStats.failed.Add(1) }
 	s.confirmBatches.panicked = func() { s.confirmStats.batches.Add(1); s.confirmStats.failed.Add(1) }
+	s.reserveBatches.tracer, s.confirmBatches.tracer = s.tracer, s.tracer
 	return s
+}
+
+// tracer is Tracer, or OpenTelemetry's no-op tracer without one.
+func (s *Store) tracer() trace.Tracer {
+	if s.Tracer != nil {
+		return s.Tracer
+	}
+	return noop.Tracer{}
 }
 
 func (s *Store) logger() *slog.Logger {

@@ -61,7 +61,7 @@ func AdminContext(name string) context.Context {
 // as every store the server builds does; it has no key ring (Kit's has).
 func NewStore(t TB, pool *pgxpool.Pool) *store.Store {
 	t.Helper()
-	expiry, err := jobs.NewScheduler(pool)
+	expiry, err := jobs.NewScheduler(pool, nil)
 	if err != nil {
 		t.Fatalf("jobs.NewScheduler: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // NewClient returns the HTTP client a delivery is sent with: no proxy (the
@@ -46,6 +48,9 @@ func Post(ctx context.Context, client *http.Client, url string, allowPrivate boo
 	req.Header.Set(HeaderID, msgID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(HeaderSignature, SignatureHeader(msgID, ts, body, secrets...))
+	// The delivery's trace context (none when tracing is off), outside the
+	// signature: a receiver that traces continues our trace.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, withoutAddresses(err)

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"inventory/domain"
+	"inventory/tracing"
+)
+
+// traceRequests makes a server span of each /graphql request (otelhttp),
+// after authentication so that it knows who called: the trace context a
+// request carries (traceparent) is taken from service and admin keys only.
+// Anyone else's request starts a trace of its own, so an anonymous caller
+// can neither join our traces to theirs nor force sampling with a sampled
+// flag. WebSockets and event streams get no HTTP span (it would last as
+// long as the connection); their operations are traced one by one
+// (operationTracing). Off, it is no middleware at all.
+func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
+	if tr == nil || !tr.Enabled {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	return func(next http.Handler) http.Handler {
+		return otelhttp.NewHandler(next, "graphql",
+			otelhttp.WithTracerProvider(tr.Provider), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithPropagators(trustedContext{}),
+			otelhttp.WithFilter(func(r *http.Request) bool { return !longLived(r) }),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+	}
+}
+
+// longLived says whether r opens a WebSocket or an event stream.
+func longLived(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// trustedContext is W3C trace context for trusted callers (service and
+// admin keys) and nothing for anyone else (see traceRequests).
+type trustedContext struct{}
+
+func (trustedContext) Inject(context.Context, propagation.TextMapCarrier) {}
+
+func (trustedContext) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	switch domain.ActorFrom(ctx).Role {
+	case domain.RoleService, domain.RoleAdmin:
+		return propagation.TraceContext{}.Extract(ctx, c)
+	}
+	return ctx
+}
+
+func (trustedContext) Fields() []string { return propagation.TraceContext{}.Fields() }
+
+// operationTracing is the gqlgen extension that makes a span of each
+// GraphQL operation and of each root field's resolver under it. A span
+// names the operation and its type, never its variables or document: codes,
+// tokens and customers' checkout ids travel there. A subscription's span is
+// its setup, ended at its first message (or when it ends without one).
+// gqlgen's own tracing packages are not maintained at a version that builds
+// with ours, and this is the little they did that we want.
+type operationTracing struct{ tracer trace.Tracer }
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationInterceptor
+	graphql.FieldInterceptor
+} = operationTracing{}
+
+// ExtensionName names the extension for gqlgen.
+func (operationTracing) ExtensionName() string { return "OperationTracing" }
+
+// Validate accepts every schema.
+func (operationTracing) Validate(graphql.ExecutableSchema) error { return nil }
+
+// InterceptOperation spans the operation.
+func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	oc := graphql.GetOperationContext(ctx)
+	kind, opName := "query", oc.OperationName
+	if oc.Operation != nil {
+		kind, opName = string(oc.Operation.Operation), oc.Operation.Name
+	}
+	name := "graphql " + kind
+	if opName != "" {
+		name += " " + opName
+	}
+	ctx, span := o.tracer.Start(ctx, name, trace.WithAttributes(
+		attribute.String("graphql.operation.type", kind), attribute.String("graphql.operation.name", opName)))
+	handler := next(ctx)
+	var once sync.Once
+	return func(ctx context.Context) *graphql.Response {
+		resp := handler(ctx)
+		once.Do(func() {
+			if resp != nil && len(resp.Errors) > 0 {
+				span.SetStatus(codes.Error, "the answer carries errors")
+				span.SetAttributes(attribute.StringSlice("graphql.error.codes", errorCodes(resp.Errors)))
+			}
+			span.End()
+		})
+		return resp
+	}
+}
+
+// InterceptField spans each root field (Query, Mutation, Subscription)
+// whose value a resolver computes; nested fields are not spanned: a list of
+// 500 availabilities would be 500 spans of microseconds.
+func (o operationTracing) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !fc.IsResolver || fc.Parent == nil || fc.Parent.Parent != nil {
+		return next(ctx)
+	}
+	ctx, span := o.tracer.Start(ctx, fc.Object+"."+fc.Field.Name)
+	defer span.End()
+	res, err := next(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, "resolver error")
+	}
+	return res, err
+}
+
+// errorCodes are the distinct extensions.code values of errs: what failed,
+// without a message that could quote the caller's input.
+func errorCodes(errs gqlerror.List) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range errs {
+		code, _ := e.Extensions["code"].(string)
+		if code == "" {
+			code = "UNKNOWN"
+		}
+		if !seen[code] && len(out) < 8 {
+			seen[code] = true
+			out = append(out, code)
+		}
+	}
+	return out
+}
