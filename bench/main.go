@@ -89,6 +89,9 @@ type bench struct {
 	// rows measure; 0 when it is not on this machine
 	postmaster int
 	sqlDir     string
+	// env is the server's environment (secrets included), for a second
+	// instance of it (the tracing row)
+	env []string
 }
 
 var started = time.Now()
@@ -125,7 +128,7 @@ func main() {
 	flag.StringVar(&o.scaleAltBin, "scaleout-alt-bin", "", "run the scale-out row's three-instance cells with this server binary (an A/B of a change for several instances, against -bin's one instance in the same run)")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
-	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, waitlist, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
+	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, tracing (off and on, side by side), waitlist, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")
 	ceilingServe := flag.Bool("ceiling-serve", false, "internal: be the ceiling handler the availability rows are compared with (ceiling.go)")
 	naiveServe := flag.Bool("naive-serve", false, "internal: be the naive server the write rows are compared with (naive.go)")
 	flag.Parse()
@@ -142,8 +145,8 @@ func main() {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,waitlist,storm,scaleout,", ","+f+",") {
-			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, waitlist, storm, scaleout)\n", f, scenarioKeys())
+		if !strings.Contains(","+scenarioKeys()+",fanout,viewers,attack,tracing,waitlist,storm,scaleout,", ","+f+",") {
+			fmt.Fprintf(os.Stderr, "bench: -only: unknown scenario %q (known: %s, fanout, viewers, attack, tracing, waitlist, storm, scaleout)\n", f, scenarioKeys())
 			os.Exit(2)
 		}
 		if o.only == nil {
@@ -431,6 +434,16 @@ func (b *bench) runExtras(ctx context.Context, rep *report) {
 			logf("under attack (%s): reserve alone p50 %.1f ms p99 %.1f ms; attacked p50 %.1f ms p99 %.1f ms; %.1f anonymous answers/s (%d failed, first: %v); RSS %.0f MB",
 				a.doc, a.alone.lat.quantile(0.5), a.alone.lat.quantile(0.99), a.attacked.lat.quantile(0.5), a.attacked.lat.quantile(0.99),
 				a.anon.opsPerSec(), a.anon.failed, a.anon.firstErr, a.rssMB)
+		}
+	}
+	if ctx.Err() == nil && b.opts.wants("tracing") {
+		logf("tracing: reserves against this server (off) and a second instance tracing every request")
+		t, err := runTracing(ctx, b.opts, b.opts.clients)
+		if err != nil {
+			rep.notes = append(rep.notes, "FAIL: tracing: "+err.Error())
+		}
+		if len(t.cells) > 0 {
+			rep.tracing = &t
 		}
 	}
 	if ctx.Err() == nil && b.opts.wants("waitlist") {

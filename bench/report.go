@@ -76,6 +76,7 @@ type report struct {
 	storm   *stormResult
 	fanouts []fanoutResult
 	attack  *attackResult
+	tracing *tracingResult
 	// waitlist is the waitlist row (waitlist.go), nil when it did not run
 	waitlist *waitlistResult
 	// scaleout is the scale-out row (scaleout.go), nil when it did not run
@@ -173,6 +174,9 @@ func (rep *report) markdown() string {
 	}
 	if a := rep.attack; a != nil {
 		b.WriteString(a.markdown())
+	}
+	if t := rep.tracing; t != nil {
+		b.WriteString(t.markdown())
 	}
 	if w := rep.waitlist; w != nil {
 		b.WriteString(w.markdown())

@@ -33,7 +33,9 @@ func serverEnv(dbURL string, maxConns int, pprofAddr string) []string {
 	for _, kv := range os.Environ() {
 		// DATABASE_DIRECT_URL and DATABASE_REPLICA_URL too: a server of the
 		// bench's must not reach a database the caller's environment names.
-		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_") && !strings.HasPrefix(kv, "LISTEN_ADDR=") {
+		// OTEL_* too: tracing is off unless a row turns it on (tracing.go).
+		if !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "DATABASE_") && !strings.HasPrefix(kv, "LISTEN_ADDR=") &&
+			!strings.HasPrefix(kv, "OTEL_") {
 			env = append(env, kv)
 		}
 	}

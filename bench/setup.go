@@ -51,6 +51,7 @@ func setUp(ctx context.Context, o options, name string, httpClients, shoppers in
 	undo = append(undo, drop)
 	b = &bench{opts: o, dbURL: dbURL, sqlDir: tmp}
 	env := serverEnv(dbURL, o.maxConns, o.pprofAddr)
+	b.env = env
 	if _, err := cli(ctx, o.bin, env, "migrate"); err != nil {
 		return nil, nil, err
 	}
