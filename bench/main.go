@@ -63,6 +63,10 @@ type options struct {
 	// scaleAltBin, if set, is the server binary of the multi-instance
 	// cells: an A/B of a change meant for several instances, in one run
 	scaleAltBin string
+	// tracingBaseBin, if set, adds a third instance to the tracing row:
+	// this binary, tracing off (the binary from before tracing: an A/B of
+	// what tracing off costs, in one run)
+	tracingBaseBin string
 	// only, when not empty, names the scenarios (keys, "fanout", "viewers", "attack", "storm", "scaleout")
 	// to run; baselines run only for the scenarios kept.
 	only map[string]bool
@@ -126,6 +130,7 @@ func main() {
 	flag.IntVar(&o.clusterPort, "cluster-port", 0, "the first of the scale-out topology's ports (0: derived from -cluster-dir, in 31900..31995)")
 	flag.IntVar(&o.scaleServerConns, "scaleout-server-conns", scaleServerConns, "PgBouncer's server connections in all, in the scale-out row")
 	flag.StringVar(&o.scaleAltBin, "scaleout-alt-bin", "", "run the scale-out row's three-instance cells with this server binary (an A/B of a change for several instances, against -bin's one instance in the same run)")
+	flag.StringVar(&o.tracingBaseBin, "tracing-base-bin", "", "add to the tracing row cells against this server binary, tracing off (e.g. a build from before tracing), run just before each pair")
 	scaleClients := flag.String("scaleout-clients", "64", "client counts of the scale-out row, comma-separated")
 	var only string
 	flag.StringVar(&only, "only", "", "run only these, comma-separated: scenario keys ("+scenarioKeys()+"), fanout (both stockChanged rows), viewers (availabilityChanged), attack, tracing (off and on, side by side), waitlist, storm, scaleout (direct against PgBouncer, own topology); baselines only for them")

@@ -29,6 +29,9 @@ type tracingResult struct {
 type tracingCell struct {
 	clients int
 	off, on loadResult
+	// base is the same cell against -tracing-base-bin (a binary from
+	// before tracing, say), tracing off; zero without it.
+	base loadResult
 }
 
 // runTracing runs the row at each client count, on a database of its own:
@@ -59,12 +62,24 @@ func runTracing(ctx context.Context, o options, clients []int) (tracingResult, e
 		return tracingResult{}, err
 	}
 	traced := newGQLClient(srv.URL, most+8)
+	var base *gqlClient
+	if o.tracingBaseBin != "" {
+		bsrv, err := startServer(ctx, o.tracingBaseBin, b.env, filepath.Join(o.out, "base-server.log"))
+		if err != nil {
+			return tracingResult{}, fmt.Errorf("-tracing-base-bin: %w", err)
+		}
+		defer func() { _ = bsrv.stop() }()
+		base = newGQLClient(bsrv.URL, most+8)
+	}
 	var r tracingResult
 	for i, n := range clients {
 		if ctx.Err() != nil {
 			break
 		}
 		cell := tracingCell{clients: n}
+		if base != nil {
+			cell.base = closedLoop(ctx, n, o.cellDur, reserveVia(b, spreadSKU, true, 310_000+i, n, func(int) *gqlClient { return base }))
+		}
 		cell.off = closedLoop(ctx, n, o.cellDur, reserveVia(b, spreadSKU, true, 300_000+2*i, n, func(int) *gqlClient { return b.gql }))
 		cell.on = closedLoop(ctx, n, o.cellDur, reserveVia(b, spreadSKU, true, 300_001+2*i, n, func(int) *gqlClient { return traced }))
 		logf("tracing at %d clients: off %.0f reserves/s p50 %.2f ms; on %.0f reserves/s p50 %.2f ms (%d failed, first: %v %v)",
@@ -101,6 +116,17 @@ func (r *tracingResult) markdown() string {
 		fmt.Fprintf(&b, "| %d | %.0f | %.2f | %.2f | %.0f | %.2f | %.2f | %.2f | %d |\n", c.clients,
 			c.off.opsPerSec(), c.off.lat.quantile(0.5), c.off.lat.quantile(0.99),
 			c.on.opsPerSec(), c.on.lat.quantile(0.5), c.on.lat.quantile(0.99), ratio, c.off.failed+c.on.failed)
+	}
+	if len(r.cells) > 0 && r.cells[0].base.lat.n > 0 {
+		b.WriteString("\nThe same cells against `-tracing-base-bin` (tracing off), just before each pair above:\n\n")
+		b.WriteString("| clients | base reserves/s | base p50 ms | base p99 ms | off ÷ base |\n|---:|---:|---:|---:|---:|\n")
+		for _, c := range r.cells {
+			ratio := 0.0
+			if c.base.opsPerSec() > 0 {
+				ratio = c.off.opsPerSec() / c.base.opsPerSec()
+			}
+			fmt.Fprintf(&b, "| %d | %.0f | %.2f | %.2f | %.2f |\n", c.clients, c.base.opsPerSec(), c.base.lat.quantile(0.5), c.base.lat.quantile(0.99), ratio)
+		}
 	}
 	if holds > 0 {
 		fmt.Fprintf(&b, "\nThe endpoint received %d spans in %d exports, %d KB: %.1f spans per traced reserve.\n",
