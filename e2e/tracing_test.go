@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -77,11 +79,14 @@ func TestTracesFollowACheckout(t *testing.T) {
 	ts.mustData(postTraced(t, ts.url, token.Token, parent(tokenTrace), `query TokenRead { checkoutReservations(checkoutId: "co-trace") { id } }`, nil),
 		"checkoutReservations", &mine)
 
+	watchOnce(t, ts.url, ts.service, `subscription Watch { availabilityChanged(skus: ["TRACE-1"]) { available } }`)
+
 	var st spanSet
 	waitUntil(t, 30*time.Second, "the expiry job's span, linked to its reserve, and a webhook delivery's span to be exported", func() bool {
 		st = newSpanSet(rec.snapshot())
 		wait := st.one(expireTrace, "reserve batch wait")
-		return wait != nil && st.linking("river.work/reservation_expiry", wait) != nil && len(st.named("webhook deliver")) > 0
+		return wait != nil && st.linking("river.work/reservation_expiry", wait) != nil && len(st.named("webhook deliver")) > 0 &&
+			len(st.named("graphql subscription Watch")) > 0
 	})
 
 	// The reserve: the caller's trace, parent by parent.
@@ -141,6 +146,12 @@ func TestTracesFollowACheckout(t *testing.T) {
 		t.Fatalf("a delivery's traceparent %v names its exported span\n%s", sent, st)
 	}
 
+	// A subscription's setup is a span of its own, ended at its first
+	// message, with no HTTP span around the stream.
+	if sub := st.named("graphql subscription Watch"); len(sub) != 1 || st.byID[hexID(sub[0].ParentSpanId)] != nil {
+		t.Fatalf("the subscription's setup span, a root\n%s", st)
+	}
+
 	// Only keys continue a caller's trace.
 	for _, id := range []string{anonTrace, tokenTrace} {
 		if n := len(st.inTrace(id)); n != 0 {
@@ -180,6 +191,33 @@ func TestTracesFollowACheckout(t *testing.T) {
 			t.Fatalf("an attribute holds a secret: %s", where)
 		}
 	}
+}
+
+// watchOnce opens a subscription over SSE and closes it after its first
+// message.
+func watchOnce(t *testing.T, url, token, query string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/graphql", bytes.NewReader(mustJSON(map[string]any{"query": query})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data:") {
+			return
+		}
+	}
+	t.Fatalf("no message on the subscription: %v", sc.Err())
 }
 
 // postTraced POSTs one operation with a traceparent header.
