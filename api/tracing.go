@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -95,7 +96,7 @@ func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.O
 	}
 	ctx, span := o.tracer.Start(ctx, name, trace.WithAttributes(
 		attribute.String("graphql.operation.type", kind), attribute.String("graphql.operation.name", opName)))
-	handler := next(ctx)
+	handler := next(context.WithValue(ctx, fieldSpansKey{}, new(atomic.Int32)))
 	var once sync.Once
 	return func(ctx context.Context) *graphql.Response {
 		resp := handler(ctx)
@@ -110,12 +111,25 @@ func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.O
 	}
 }
 
+// maxFieldSpans bounds the root-field spans of one operation: a thousand
+// aliases of sku(code:) fit under the cost limit, and each span is memory
+// and export bytes the caller does not pay for.
+const maxFieldSpans = 16
+
+// fieldSpansKey holds, in an operation's context, how many of its root
+// fields were spanned.
+type fieldSpansKey struct{}
+
 // InterceptField spans each root field (Query, Mutation, Subscription)
-// whose value a resolver computes; nested fields are not spanned: a list of
-// 500 availabilities would be 500 spans of microseconds.
+// whose value a resolver computes, the first maxFieldSpans of an
+// operation; nested fields are not spanned: a list of 500 availabilities
+// would be 500 spans of microseconds.
 func (o operationTracing) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil || !fc.IsResolver || fc.Parent == nil || fc.Parent.Parent != nil {
+		return next(ctx)
+	}
+	if n, ok := ctx.Value(fieldSpansKey{}).(*atomic.Int32); !ok || n.Add(1) > maxFieldSpans {
 		return next(ctx)
 	}
 	ctx, span := o.tracer.Start(ctx, fc.Object+"."+fc.Field.Name)

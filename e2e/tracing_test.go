@@ -79,6 +79,15 @@ func TestTracesFollowACheckout(t *testing.T) {
 	ts.mustData(postTraced(t, ts.url, token.Token, parent(tokenTrace), `query TokenRead { checkoutReservations(checkoutId: "co-trace") { id } }`, nil),
 		"checkoutReservations", &mine)
 
+	var many strings.Builder
+	many.WriteString("query ManyAliases {")
+	for i := range 40 {
+		fmt.Fprintf(&many, ` a%d: sku(code: "TRACE-1") { code }`, i)
+	}
+	many.WriteString(" }")
+	if r := postTraced(t, ts.url, "", "", many.String(), nil); len(r.Errors) > 0 {
+		t.Fatalf("40 aliases: %+v", r.Errors)
+	}
 	watchOnce(t, ts.url, ts.service, `subscription Watch { availabilityChanged(skus: ["TRACE-1"]) { available } }`)
 
 	var st spanSet
@@ -150,6 +159,13 @@ func TestTracesFollowACheckout(t *testing.T) {
 	// message, with no HTTP span around the stream.
 	if sub := st.named("graphql subscription Watch"); len(sub) != 1 || st.byID[hexID(sub[0].ParentSpanId)] != nil {
 		t.Fatalf("the subscription's setup span, a root\n%s", st)
+	}
+
+	// An operation spans at most 16 of its root fields, however many
+	// aliases it has.
+	if ops := st.named("graphql query ManyAliases"); len(ops) != 1 ||
+		len(st.children(ops[0], func(s *tracepb.Span) bool { return s.Name == "Query.sku" })) != 16 {
+		t.Fatalf("40 aliases of sku: %d operations\n%s", len(ops), st)
 	}
 
 	// Only keys continue a caller's trace.
@@ -229,7 +245,9 @@ func postTraced(t *testing.T, url, token, traceparent, query string, vars map[st
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", traceparent)
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
