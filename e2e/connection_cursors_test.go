@@ -147,3 +147,47 @@ func TestConnectionsCostAsTheirLists(t *testing.T) {
 		t.Errorf("waitlistLinesConnection(first: 100) costs %s, want 300", got)
 	}
 }
+
+// TestConnectionsAuthorize: each connection asks what its list asks:
+// anonymous callers are UNAUTHENTICATED everywhere; a service key reads a
+// checkout's reservations but none of the admin lists; a checkout token
+// reads its own checkout's reservations only.
+func TestConnectionsAuthorize(t *testing.T) {
+	t.Parallel()
+	ts := setup(t)
+	insertReservations(ts, "cart-A", 2)
+	var tok struct{ Token string }
+	ts.mustData(ts.gql(ts.service, `mutation { issueCheckoutToken(checkoutId: "cart-A") { token } }`, nil), "issueCheckoutToken", &tok)
+	admin := []string{
+		`{ balancesConnection { pageInfo { hasNextPage } } }`,
+		`{ webhookDeliveriesConnection(endpointId: "00000000-0000-0000-0000-000000000000") { pageInfo { hasNextPage } } }`,
+		`{ reconciliationConnection { pageInfo { hasNextPage } } }`,
+		`{ waitlistLinesConnection { pageInfo { hasNextPage } } }`,
+	}
+	own := `{ checkoutReservationsConnection(checkoutId: "cart-A") { edges { node { id } } } }`
+	for _, q := range append(admin, own) {
+		if r := ts.gql("", q, nil); r.errorCode() != "UNAUTHENTICATED" {
+			t.Errorf("anonymous %s: %+v", q, r)
+		}
+		if r := ts.gql(ts.admin, q, nil); len(r.Errors) != 0 {
+			t.Errorf("admin %s: %+v", q, r)
+		}
+	}
+	for _, q := range admin {
+		for who, token := range map[string]string{"service": ts.service, "checkout": tok.Token} {
+			if r := ts.gql(token, q, nil); r.errorCode() != "FORBIDDEN" {
+				t.Errorf("%s %s: %+v, want FORBIDDEN", who, q, r)
+			}
+		}
+	}
+	for who, token := range map[string]string{"service": ts.service, "checkout": tok.Token} {
+		var p connPage
+		ts.mustData(ts.gql(token, own, nil), "checkoutReservationsConnection", &p)
+		if len(p.Edges) != 2 {
+			t.Errorf("%s: %d of cart-A's 2 reservations", who, len(p.Edges))
+		}
+	}
+	if r := ts.gql(tok.Token, strings.Replace(own, "cart-A", "cart-B", 1), nil); r.errorCode() != "FORBIDDEN" {
+		t.Errorf("cart-A's token on cart-B: %+v, want FORBIDDEN", r)
+	}
+}
