@@ -56,5 +56,24 @@ func complexity() graph.ComplexityRoot {
 	c.Query.Reconciliation = func(child int, first *int) int { return perRow(page(first, 100), child) }
 	c.Query.StockEvents = func(child int, _ *int64, first *int) int { return perRow(page(first, 100), child) }
 	c.Query.WebhookDeliveries = func(child int, _ string, first *int, _ *string) int { return perRow(page(first, 50), child) }
+	// A Relay connection costs what the list it replaces costs for the same
+	// rows: edges and node pass their selection's cost through, so
+	// xConnection(first: n) { edges { node { F } } } costs x(first: n) { F }'s
+	// n × (F + 1); a cursor per edge adds its 1 per row, pageInfo its fields.
+	// balances' rows sit in a page object (balances { balances { F } }):
+	// there edges costs its 1, as BalancePage.balances does.
+	c.Query.CheckoutReservationsConnection = func(child int, _ string, first *int, _ *string) int { return perRow(page(first, 50), child) }
+	c.Query.BalancesConnection = func(child int, first *int, _ *string) int { return perRow(page(first, 500), child) }
+	c.Query.WebhookDeliveriesConnection = func(child int, _ string, first *int, _ *string) int { return perRow(page(first, 50), child) }
+	c.Query.ReconciliationConnection = func(child int, first *int, _ *string) int { return perRow(page(first, 100), child) }
+	c.Query.WaitlistLinesConnection = func(child int, first *int, _ *string) int {
+		return perRow(page(first, domain.DefaultWaitlistLines), child)
+	}
+	through := func(child int) int { return child }
+	c.ReservationConnection.Edges, c.ReservationEdge.Node = through, through
+	c.BalanceEdge.Node = through
+	c.WebhookDeliveryConnection.Edges, c.WebhookDeliveryEdge.Node = through, through
+	c.ReconciliationIssueConnection.Edges, c.ReconciliationIssueEdge.Node = through, through
+	c.WaitlistLineConnection.Edges, c.WaitlistLineEdge.Node = through, through
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"inventory/auth"
 	"inventory/avail"
 	"inventory/config"
+	"inventory/cursor"
 	"inventory/jobs"
 	"inventory/metrics"
 	"inventory/resolvers"
@@ -35,6 +36,10 @@ func wireRouter(ctx context.Context, cfg config.Config, db *pools, st stores, li
 	if err != nil {
 		return nil, err
 	}
+	cursors, err := cursor.New(secrets...)
+	if err != nil {
+		return nil, err
+	}
 	// Anonymous reads, availabilityChanged's included, share a bounded
 	// part of the request pool; availabilityChanged reads memory first.
 	anonymousShare := api.NewAnonymousShare(cfg.DBAnonymousConns)
@@ -49,6 +54,7 @@ func wireRouter(ctx context.Context, cfg config.Config, db *pools, st stores, li
 			Reservations: metrics.Reservations{Reservations: st.api, Metrics: live.metrics}, Orders: metrics.Orders{Orders: st.api, Metrics: live.metrics}, UnitCodes: st.api,
 			Waitlists: st.api, WaitlistFeed: st.api, WaitlistSignals: live.broker, WaitlistOverview: st.api,
 			Events: st.api, Broker: live.broker, Tokens: tokens, FairUse: cfg.FairUse, Webhooks: st.api,
+			Pages: st.api, Cursors: cursors,
 			Live: st.api, LiveShare: anonymousShare, LiveMemory: liveMemory, PushInterval: cfg.AvailabilityPushInterval,
 			WebhookTester: &jobs.WebhookTester{Store: st.api, AllowPrivate: cfg.WebhookAllowPrivate}},
 		Authenticator: &auth.Authenticator{Keys: keys, Checkout: tokens, Sessions: sessions},

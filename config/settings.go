@@ -29,7 +29,7 @@ var Settings = []Setting{
 		Meaning: "HTTP listen address (`127.0.0.1:0` picks a free port)",
 		Brief:   "HTTP listen address"},
 	{Name: "INVENTORY_TOKEN_SECRET", Group: "Essentials", Default: "", Shown: "(required to serve)",
-		Meaning: "HMAC key ring for checkout tokens and admin sessions: `secret[,older secret…]` (at most 4, each at least 32 bytes); the first signs, all verify; all instances share it (rotation: docs/operations/secrets-rotation.md)",
+		Meaning: "HMAC key ring for checkout tokens, admin sessions and paging cursors: `secret[,older secret…]` (at most 4, each at least 32 bytes); the first signs, all verify; all instances share it (rotation: docs/operations/secrets-rotation.md)",
 		Brief:   "token secrets, each at least 32 bytes; the first signs"},
 	{Name: "INVENTORY_CODES_KEY", Group: "Essentials", Default: "", Shown: "(required to serve)",
 		Meaning: "code encryption key ring: `id:base64key[,id:base64key…]`, first seals new codes",

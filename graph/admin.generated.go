@@ -5,6 +5,7 @@ package graph
 import (
 	"context"
 	"inventory/domain"
+	"inventory/graph/model"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -401,6 +402,125 @@ func (ec *executionContext) fieldContext_ReconciliationIssue_detail(_ context.Co
 	return graphql.NewScalarFieldContext("ReconciliationIssue", field, false, false, "String")
 }
 
+func (ec *executionContext) _ReconciliationIssueConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ReconciliationIssueConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReconciliationIssueConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ReconciliationIssueEdge) graphql.Marshaler {
+			return ec.marshalNReconciliationIssueEdge2ᚕinventoryᚋgraphᚋmodelᚐReconciliationIssueEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReconciliationIssueConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReconciliationIssueConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReconciliationIssueEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReconciliationIssueConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ReconciliationIssueConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReconciliationIssueConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖinventoryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReconciliationIssueConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReconciliationIssueConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReconciliationIssueEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ReconciliationIssueEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReconciliationIssueEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.ReconciliationIssue) graphql.Marshaler {
+			return ec.marshalNReconciliationIssue2ᚖinventoryᚋdomainᚐReconciliationIssue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReconciliationIssueEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReconciliationIssueEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReconciliationIssue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReconciliationIssueEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ReconciliationIssueEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReconciliationIssueEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReconciliationIssueEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReconciliationIssueEdge", field, false, false, "String")
+}
+
 // endregion **************************** field.gotpl *****************************
 
 // region    **************************** input.gotpl *****************************
@@ -577,6 +697,82 @@ func (ec *executionContext) _ReconciliationIssue(ctx context.Context, sel ast.Se
 	return out
 }
 
+var reconciliationIssueConnectionImplementors = []string{"ReconciliationIssueConnection"}
+
+func (ec *executionContext) _ReconciliationIssueConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ReconciliationIssueConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reconciliationIssueConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReconciliationIssueConnection")
+		case "edges":
+			out.Values[i] = ec._ReconciliationIssueConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ReconciliationIssueConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reconciliationIssueEdgeImplementors = []string{"ReconciliationIssueEdge"}
+
+func (ec *executionContext) _ReconciliationIssueEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ReconciliationIssueEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reconciliationIssueEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReconciliationIssueEdge")
+		case "node":
+			out.Values[i] = ec._ReconciliationIssueEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._ReconciliationIssueEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
@@ -618,6 +814,42 @@ func (ec *executionContext) marshalNReconciliationIssue2ᚕinventoryᚋdomainᚐ
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNReconciliationIssue2inventoryᚋdomainᚐReconciliationIssue(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReconciliationIssue2ᚖinventoryᚋdomainᚐReconciliationIssue(ctx context.Context, sel ast.SelectionSet, v *domain.ReconciliationIssue) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ReconciliationIssue!")
+		return graphql.Null
+	}
+	return ec._ReconciliationIssue(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNReconciliationIssueConnection2ᚖinventoryᚋgraphᚋmodelᚐReconciliationIssueConnection(ctx context.Context, sel ast.SelectionSet, v *model.ReconciliationIssueConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ReconciliationIssueConnection!")
+		return graphql.Null
+	}
+	return ec._ReconciliationIssueConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNReconciliationIssueEdge2inventoryᚋgraphᚋmodelᚐReconciliationIssueEdge(ctx context.Context, sel ast.SelectionSet, v model.ReconciliationIssueEdge) graphql.Marshaler {
+	return ec._ReconciliationIssueEdge(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNReconciliationIssueEdge2ᚕinventoryᚋgraphᚋmodelᚐReconciliationIssueEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ReconciliationIssueEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReconciliationIssueEdge2inventoryᚋgraphᚋmodelᚐReconciliationIssueEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

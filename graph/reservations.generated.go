@@ -751,6 +751,125 @@ func (ec *executionContext) fieldContext_Reservation_order(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _ReservationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ReservationConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ReservationEdge) graphql.Marshaler {
+			return ec.marshalNReservationEdge2ᚕinventoryᚋgraphᚋmodelᚐReservationEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReservationEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservationConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ReservationConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖinventoryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservationEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ReservationEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.Reservation) graphql.Marshaler {
+			return ec.marshalNReservation2ᚖinventoryᚋdomainᚐReservation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReservationEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Reservation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReservationEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ReservationEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReservationEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReservationEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReservationEdge", field, false, false, "String")
+}
+
 func (ec *executionContext) _ReservationLine_inputLine(ctx context.Context, field graphql.CollectedField, obj *domain.ReservationLine) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1655,6 +1774,82 @@ func (ec *executionContext) _Reservation(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var reservationConnectionImplementors = []string{"ReservationConnection"}
+
+func (ec *executionContext) _ReservationConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ReservationConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservationConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReservationConnection")
+		case "edges":
+			out.Values[i] = ec._ReservationConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ReservationConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var reservationEdgeImplementors = []string{"ReservationEdge"}
+
+func (ec *executionContext) _ReservationEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ReservationEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, reservationEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReservationEdge")
+		case "node":
+			out.Values[i] = ec._ReservationEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._ReservationEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var reservationLineImplementors = []string{"ReservationLine"}
 
 func (ec *executionContext) _ReservationLine(ctx context.Context, sel ast.SelectionSet, obj *domain.ReservationLine) graphql.Marshaler {
@@ -1875,6 +2070,34 @@ func (ec *executionContext) marshalNReservation2ᚖinventoryᚋdomainᚐReservat
 		return graphql.Null
 	}
 	return ec._Reservation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNReservationConnection2ᚖinventoryᚋgraphᚋmodelᚐReservationConnection(ctx context.Context, sel ast.SelectionSet, v *model.ReservationConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ReservationConnection!")
+		return graphql.Null
+	}
+	return ec._ReservationConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNReservationEdge2inventoryᚋgraphᚋmodelᚐReservationEdge(ctx context.Context, sel ast.SelectionSet, v model.ReservationEdge) graphql.Marshaler {
+	return ec._ReservationEdge(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNReservationEdge2ᚕinventoryᚋgraphᚋmodelᚐReservationEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ReservationEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReservationEdge2inventoryᚋgraphᚋmodelᚐReservationEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNReservationLine2inventoryᚋdomainᚐReservationLine(ctx context.Context, sel ast.SelectionSet, v domain.ReservationLine) graphql.Marshaler {

@@ -63,6 +63,17 @@ type ComplexityRoot struct {
 		UpdatedAt     func(childComplexity int) int
 	}
 
+	BalanceConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+		Seq      func(childComplexity int) int
+	}
+
+	BalanceEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	BalancePage struct {
 		Balances func(childComplexity int) int
 		Next     func(childComplexity int) int
@@ -183,21 +194,33 @@ type ComplexityRoot struct {
 		UserErrors func(childComplexity int) int
 	}
 
+	PageInfo struct {
+		EndCursor       func(childComplexity int) int
+		HasNextPage     func(childComplexity int) int
+		HasPreviousPage func(childComplexity int) int
+		StartCursor     func(childComplexity int) int
+	}
+
 	Query struct {
-		Availability         func(childComplexity int, skus []string, locations []string) int
-		Balances             func(childComplexity int, first *int, after *string) int
-		CheckoutReservations func(childComplexity int, checkoutID string, first *int, after *string) int
-		InventoryHealth      func(childComplexity int) int
-		Locations            func(childComplexity int) int
-		Order                func(childComplexity int, ref string) int
-		Reconciliation       func(childComplexity int, first *int) int
-		Reservation          func(childComplexity int, id string) int
-		Sku                  func(childComplexity int, code string) int
-		StockEvents          func(childComplexity int, after *int64, first *int) int
-		WaitlistEntry        func(childComplexity int, id string) int
-		WaitlistLines        func(childComplexity int, first *int) int
-		WebhookDeliveries    func(childComplexity int, endpointID string, first *int, after *string) int
-		Webhooks             func(childComplexity int) int
+		Availability                   func(childComplexity int, skus []string, locations []string) int
+		Balances                       func(childComplexity int, first *int, after *string) int
+		BalancesConnection             func(childComplexity int, first *int, after *string) int
+		CheckoutReservations           func(childComplexity int, checkoutID string, first *int, after *string) int
+		CheckoutReservationsConnection func(childComplexity int, checkoutID string, first *int, after *string) int
+		InventoryHealth                func(childComplexity int) int
+		Locations                      func(childComplexity int) int
+		Order                          func(childComplexity int, ref string) int
+		Reconciliation                 func(childComplexity int, first *int) int
+		ReconciliationConnection       func(childComplexity int, first *int, after *string) int
+		Reservation                    func(childComplexity int, id string) int
+		Sku                            func(childComplexity int, code string) int
+		StockEvents                    func(childComplexity int, after *int64, first *int) int
+		WaitlistEntry                  func(childComplexity int, id string) int
+		WaitlistLines                  func(childComplexity int, first *int) int
+		WaitlistLinesConnection        func(childComplexity int, first *int, after *string) int
+		WebhookDeliveries              func(childComplexity int, endpointID string, first *int, after *string) int
+		WebhookDeliveriesConnection    func(childComplexity int, endpointID string, first *int, after *string) int
+		Webhooks                       func(childComplexity int) int
 	}
 
 	ReconciliationIssue struct {
@@ -205,6 +228,16 @@ type ComplexityRoot struct {
 		Kind     func(childComplexity int) int
 		Location func(childComplexity int) int
 		SKU      func(childComplexity int) int
+	}
+
+	ReconciliationIssueConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ReconciliationIssueEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	Reservation struct {
@@ -217,6 +250,16 @@ type ComplexityRoot struct {
 		ReleaseReason func(childComplexity int) int
 		RequestKey    func(childComplexity int) int
 		Status        func(childComplexity int) int
+	}
+
+	ReservationConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ReservationEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	ReservationLine struct {
@@ -312,6 +355,16 @@ type ComplexityRoot struct {
 		Waiting           func(childComplexity int) int
 	}
 
+	WaitlistLineConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	WaitlistLineEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	WaitlistPayload struct {
 		Entry      func(childComplexity int) int
 		Replayed   func(childComplexity int) int
@@ -328,6 +381,16 @@ type ComplexityRoot struct {
 		StatusCode func(childComplexity int) int
 		Topic      func(childComplexity int) int
 		WebhookID  func(childComplexity int) int
+	}
+
+	WebhookDeliveryConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	WebhookDeliveryEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	WebhookDeliveryPayload struct {
@@ -488,6 +551,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Balance.UpdatedAt(childComplexity), true
+
+	case "BalanceConnection.edges":
+		if e.ComplexityRoot.BalanceConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalanceConnection.Edges(childComplexity), true
+	case "BalanceConnection.pageInfo":
+		if e.ComplexityRoot.BalanceConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalanceConnection.PageInfo(childComplexity), true
+	case "BalanceConnection.seq":
+		if e.ComplexityRoot.BalanceConnection.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalanceConnection.Seq(childComplexity), true
+
+	case "BalanceEdge.cursor":
+		if e.ComplexityRoot.BalanceEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalanceEdge.Cursor(childComplexity), true
+	case "BalanceEdge.node":
+		if e.ComplexityRoot.BalanceEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BalanceEdge.Node(childComplexity), true
 
 	case "BalancePage.balances":
 		if e.ComplexityRoot.BalancePage.Balances == nil {
@@ -1091,6 +1186,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.OrderPayload.UserErrors(childComplexity), true
 
+	case "PageInfo.endCursor":
+		if e.ComplexityRoot.PageInfo.EndCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.EndCursor(childComplexity), true
+	case "PageInfo.hasNextPage":
+		if e.ComplexityRoot.PageInfo.HasNextPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+	case "PageInfo.hasPreviousPage":
+		if e.ComplexityRoot.PageInfo.HasPreviousPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasPreviousPage(childComplexity), true
+	case "PageInfo.startCursor":
+		if e.ComplexityRoot.PageInfo.StartCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
+
 	case "Query.availability":
 		if e.ComplexityRoot.Query.Availability == nil {
 			break
@@ -1113,6 +1233,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Balances(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.balancesConnection":
+		if e.ComplexityRoot.Query.BalancesConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_balancesConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.BalancesConnection(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.checkoutReservations":
 		if e.ComplexityRoot.Query.CheckoutReservations == nil {
 			break
@@ -1124,6 +1255,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.CheckoutReservations(childComplexity, args["checkoutId"].(string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.checkoutReservationsConnection":
+		if e.ComplexityRoot.Query.CheckoutReservationsConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_checkoutReservationsConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.CheckoutReservationsConnection(childComplexity, args["checkoutId"].(string), args["first"].(*int), args["after"].(*string)), true
 
 	case "Query.inventoryHealth":
 		if e.ComplexityRoot.Query.InventoryHealth == nil {
@@ -1159,6 +1301,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Reconciliation(childComplexity, args["first"].(*int)), true
+	case "Query.reconciliationConnection":
+		if e.ComplexityRoot.Query.ReconciliationConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_reconciliationConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.ReconciliationConnection(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.reservation":
 		if e.ComplexityRoot.Query.Reservation == nil {
 			break
@@ -1214,6 +1367,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.WaitlistLines(childComplexity, args["first"].(*int)), true
+	case "Query.waitlistLinesConnection":
+		if e.ComplexityRoot.Query.WaitlistLinesConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_waitlistLinesConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WaitlistLinesConnection(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.webhookDeliveries":
 		if e.ComplexityRoot.Query.WebhookDeliveries == nil {
 			break
@@ -1225,6 +1389,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.WebhookDeliveries(childComplexity, args["endpointId"].(string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.webhookDeliveriesConnection":
+		if e.ComplexityRoot.Query.WebhookDeliveriesConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_webhookDeliveriesConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WebhookDeliveriesConnection(childComplexity, args["endpointId"].(string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.webhooks":
 		if e.ComplexityRoot.Query.Webhooks == nil {
 			break
@@ -1256,6 +1431,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ReconciliationIssue.SKU(childComplexity), true
+
+	case "ReconciliationIssueConnection.edges":
+		if e.ComplexityRoot.ReconciliationIssueConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReconciliationIssueConnection.Edges(childComplexity), true
+	case "ReconciliationIssueConnection.pageInfo":
+		if e.ComplexityRoot.ReconciliationIssueConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReconciliationIssueConnection.PageInfo(childComplexity), true
+
+	case "ReconciliationIssueEdge.cursor":
+		if e.ComplexityRoot.ReconciliationIssueEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReconciliationIssueEdge.Cursor(childComplexity), true
+	case "ReconciliationIssueEdge.node":
+		if e.ComplexityRoot.ReconciliationIssueEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReconciliationIssueEdge.Node(childComplexity), true
 
 	case "Reservation.checkoutId":
 		if e.ComplexityRoot.Reservation.CheckoutID == nil {
@@ -1311,6 +1512,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Reservation.Status(childComplexity), true
+
+	case "ReservationConnection.edges":
+		if e.ComplexityRoot.ReservationConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationConnection.Edges(childComplexity), true
+	case "ReservationConnection.pageInfo":
+		if e.ComplexityRoot.ReservationConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationConnection.PageInfo(childComplexity), true
+
+	case "ReservationEdge.cursor":
+		if e.ComplexityRoot.ReservationEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationEdge.Cursor(childComplexity), true
+	case "ReservationEdge.node":
+		if e.ComplexityRoot.ReservationEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReservationEdge.Node(childComplexity), true
 
 	case "ReservationLine.inputLine":
 		if e.ComplexityRoot.ReservationLine.InputLine == nil {
@@ -1703,6 +1930,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.WaitlistLine.Waiting(childComplexity), true
 
+	case "WaitlistLineConnection.edges":
+		if e.ComplexityRoot.WaitlistLineConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLineConnection.Edges(childComplexity), true
+	case "WaitlistLineConnection.pageInfo":
+		if e.ComplexityRoot.WaitlistLineConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLineConnection.PageInfo(childComplexity), true
+
+	case "WaitlistLineEdge.cursor":
+		if e.ComplexityRoot.WaitlistLineEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLineEdge.Cursor(childComplexity), true
+	case "WaitlistLineEdge.node":
+		if e.ComplexityRoot.WaitlistLineEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WaitlistLineEdge.Node(childComplexity), true
+
 	case "WaitlistPayload.entry":
 		if e.ComplexityRoot.WaitlistPayload.Entry == nil {
 			break
@@ -1776,6 +2029,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookDelivery.WebhookID(childComplexity), true
+
+	case "WebhookDeliveryConnection.edges":
+		if e.ComplexityRoot.WebhookDeliveryConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryConnection.Edges(childComplexity), true
+	case "WebhookDeliveryConnection.pageInfo":
+		if e.ComplexityRoot.WebhookDeliveryConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryConnection.PageInfo(childComplexity), true
+
+	case "WebhookDeliveryEdge.cursor":
+		if e.ComplexityRoot.WebhookDeliveryEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryEdge.Cursor(childComplexity), true
+	case "WebhookDeliveryEdge.node":
+		if e.ComplexityRoot.WebhookDeliveryEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryEdge.Node(childComplexity), true
 
 	case "WebhookDeliveryPayload.delivery":
 		if e.ComplexityRoot.WebhookDeliveryPayload.Delivery == nil {
@@ -2080,6 +2359,23 @@ enum UserErrorCode {
   STALE_QUANTITY
   "A fair-use limit of checkout tokens (docs/api.md#limits); the message names it, available says how much more is allowed."
   LIMIT_EXCEEDED
+  "A connection's after cursor that this server did not give out for that list: edited, or from another list or scope (docs/api-paging.md)."
+  INVALID_CURSOR
+}
+
+"""
+Where a page of a Relay connection stands (the *Connection types). Paging is forward only, with first and after:
+there is no last or before, and hasPreviousPage is always false, as the Relay spec allows for forward paging.
+"""
+type PageInfo {
+  "Whether rows follow this page: pass endCursor as after to read them."
+  hasNextPage: Boolean!
+  "Always false: connections page forward only (first, after); keep earlier pages' cursors to go back."
+  hasPreviousPage: Boolean!
+  "The first edge's cursor; null for an empty page."
+  startCursor: String
+  "The last edge's cursor, to pass as after for the next page; null for an empty page."
+  endCursor: String
 }
 
 # The root types: every field is in a domain's file (extend type Query, and so on).
@@ -2157,6 +2453,28 @@ func (ec *executionContext) childFields_Balance(ctx context.Context, field graph
 		return ec.fieldContext_Balance_updatedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Balance", field.Name)
+}
+
+func (ec *executionContext) childFields_BalanceConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_BalanceConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_BalanceConnection_pageInfo(ctx, field)
+	case "seq":
+		return ec.fieldContext_BalanceConnection_seq(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BalanceConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_BalanceEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_BalanceEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_BalanceEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BalanceEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_BalancePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2345,6 +2663,20 @@ func (ec *executionContext) childFields_OrderPayload(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type OrderPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "hasNextPage":
+		return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
+	case "hasPreviousPage":
+		return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+	case "startCursor":
+		return ec.fieldContext_PageInfo_startCursor(ctx, field)
+	case "endCursor":
+		return ec.fieldContext_PageInfo_endCursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
 func (ec *executionContext) childFields_ReconciliationIssue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -2357,6 +2689,26 @@ func (ec *executionContext) childFields_ReconciliationIssue(ctx context.Context,
 		return ec.fieldContext_ReconciliationIssue_detail(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ReconciliationIssue", field.Name)
+}
+
+func (ec *executionContext) childFields_ReconciliationIssueConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ReconciliationIssueConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ReconciliationIssueConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReconciliationIssueConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ReconciliationIssueEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_ReconciliationIssueEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_ReconciliationIssueEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReconciliationIssueEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Reservation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2381,6 +2733,26 @@ func (ec *executionContext) childFields_Reservation(ctx context.Context, field g
 		return ec.fieldContext_Reservation_order(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Reservation", field.Name)
+}
+
+func (ec *executionContext) childFields_ReservationConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ReservationConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ReservationConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReservationConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ReservationEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_ReservationEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_ReservationEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReservationEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_ReservationLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2555,6 +2927,26 @@ func (ec *executionContext) childFields_WaitlistLine(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type WaitlistLine", field.Name)
 }
 
+func (ec *executionContext) childFields_WaitlistLineConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_WaitlistLineConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_WaitlistLineConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitlistLineConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_WaitlistLineEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_WaitlistLineEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_WaitlistLineEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WaitlistLineEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_WaitlistPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "entry":
@@ -2589,6 +2981,26 @@ func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, fie
 		return ec.fieldContext_WebhookDelivery_at(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WebhookDelivery", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDeliveryConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_WebhookDeliveryConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_WebhookDeliveryConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDeliveryEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_WebhookDeliveryEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_WebhookDeliveryEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_WebhookDeliveryPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

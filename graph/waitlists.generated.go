@@ -430,6 +430,125 @@ func (ec *executionContext) fieldContext_WaitlistLine_oldestWaitSeconds(_ contex
 	return graphql.NewScalarFieldContext("WaitlistLine", field, false, false, "Int")
 }
 
+func (ec *executionContext) _WaitlistLineConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistLineConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLineConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.WaitlistLineEdge) graphql.Marshaler {
+			return ec.marshalNWaitlistLineEdge2ᚕinventoryᚋgraphᚋmodelᚐWaitlistLineEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLineConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistLineConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistLineEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistLineConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistLineConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLineConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖinventoryᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLineConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistLineConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistLineEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistLineEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLineEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *domain.WaitlistLine) graphql.Marshaler {
+			return ec.marshalNWaitlistLine2ᚖinventoryᚋdomainᚐWaitlistLine(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLineEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WaitlistLineEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WaitlistLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WaitlistLineEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistLineEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WaitlistLineEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WaitlistLineEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WaitlistLineEdge", field, false, false, "String")
+}
+
 func (ec *executionContext) _WaitlistPayload_entry(ctx context.Context, field graphql.CollectedField, obj *model.WaitlistPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -748,6 +867,82 @@ func (ec *executionContext) _WaitlistLine(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var waitlistLineConnectionImplementors = []string{"WaitlistLineConnection"}
+
+func (ec *executionContext) _WaitlistLineConnection(ctx context.Context, sel ast.SelectionSet, obj *model.WaitlistLineConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitlistLineConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitlistLineConnection")
+		case "edges":
+			out.Values[i] = ec._WaitlistLineConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._WaitlistLineConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var waitlistLineEdgeImplementors = []string{"WaitlistLineEdge"}
+
+func (ec *executionContext) _WaitlistLineEdge(ctx context.Context, sel ast.SelectionSet, obj *model.WaitlistLineEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, waitlistLineEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WaitlistLineEdge")
+		case "node":
+			out.Values[i] = ec._WaitlistLineEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._WaitlistLineEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var waitlistPayloadImplementors = []string{"WaitlistPayload"}
 
 func (ec *executionContext) _WaitlistPayload(ctx context.Context, sel ast.SelectionSet, obj *model.WaitlistPayload) graphql.Marshaler {
@@ -817,6 +1012,42 @@ func (ec *executionContext) marshalNWaitlistLine2ᚕinventoryᚋdomainᚐWaitlis
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWaitlistLine2inventoryᚋdomainᚐWaitlistLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWaitlistLine2ᚖinventoryᚋdomainᚐWaitlistLine(ctx context.Context, sel ast.SelectionSet, v *domain.WaitlistLine) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WaitlistLine!")
+		return graphql.Null
+	}
+	return ec._WaitlistLine(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWaitlistLineConnection2ᚖinventoryᚋgraphᚋmodelᚐWaitlistLineConnection(ctx context.Context, sel ast.SelectionSet, v *model.WaitlistLineConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WaitlistLineConnection!")
+		return graphql.Null
+	}
+	return ec._WaitlistLineConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWaitlistLineEdge2inventoryᚋgraphᚋmodelᚐWaitlistLineEdge(ctx context.Context, sel ast.SelectionSet, v model.WaitlistLineEdge) graphql.Marshaler {
+	return ec._WaitlistLineEdge(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWaitlistLineEdge2ᚕinventoryᚋgraphᚋmodelᚐWaitlistLineEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.WaitlistLineEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWaitlistLineEdge2inventoryᚋgraphᚋmodelᚐWaitlistLineEdge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

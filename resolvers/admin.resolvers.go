@@ -8,7 +8,9 @@ package resolvers
 import (
 	"context"
 	"inventory/auth"
+	"inventory/cursor"
 	"inventory/domain"
+	"inventory/graph/model"
 )
 
 // Reconciliation is the resolver for the reconciliation field.
@@ -22,6 +24,26 @@ func (r *queryResolver) Reconciliation(ctx context.Context, first *int) ([]domai
 	}
 	issues, err := r.Reconciler.Reconciliation(ctx)
 	return issues[:min(n, len(issues))], err
+}
+
+// ReconciliationConnection is the resolver for the reconciliationConnection field.
+func (r *queryResolver) ReconciliationConnection(ctx context.Context, first *int, after *string) (*model.ReconciliationIssueConnection, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	list := cursor.List{Kind: listReconciliation}
+	fields, err := r.openAfter(after, list, 4)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Pages.ReconciliationPage(ctx, issueKey(fields), orDefault(first, 100))
+	if err != nil {
+		return nil, err
+	}
+	edges, info := connect(r.Resolver, list, page, issueFields, func(n *domain.ReconciliationIssue, c string) model.ReconciliationIssueEdge {
+		return model.ReconciliationIssueEdge{Node: n, Cursor: c}
+	})
+	return &model.ReconciliationIssueConnection{Edges: edges, PageInfo: info}, nil
 }
 
 // InventoryHealth is the resolver for the inventoryHealth field.

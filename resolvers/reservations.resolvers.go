@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"inventory/auth"
+	"inventory/cursor"
 	"inventory/domain"
 	"inventory/graph"
 	"inventory/graph/model"
@@ -119,6 +120,30 @@ func (r *queryResolver) CheckoutReservations(ctx context.Context, checkoutID str
 		page.First = *first
 	}
 	return r.Reservations.ReservationListByCheckout(ctx, checkoutID, page)
+}
+
+// CheckoutReservationsConnection is the resolver for the checkoutReservationsConnection field.
+func (r *queryResolver) CheckoutReservationsConnection(ctx context.Context, checkoutID string, first *int, after *string) (*model.ReservationConnection, error) {
+	if err := auth.AuthorizeCheckout(ctx, auth.ActOnCheckout, checkoutID); err != nil {
+		return nil, err
+	}
+	list := cursor.List{Kind: listReservations, Scope: checkoutID}
+	fields, err := r.openAfter(after, list, 2)
+	if err != nil {
+		return nil, err
+	}
+	key, err := reservationKey(fields)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Pages.ReservationsPage(ctx, checkoutID, key, orDefault(first, 50))
+	if err != nil {
+		return nil, err
+	}
+	edges, info := connect(r.Resolver, list, page, reservationFields, func(n *domain.Reservation, c string) model.ReservationEdge {
+		return model.ReservationEdge{Node: n, Cursor: c}
+	})
+	return &model.ReservationConnection{Edges: edges, PageInfo: info}, nil
 }
 
 // Order is the resolver for the order field.

@@ -38,6 +38,10 @@ type Resolver struct {
 	Webhooks         domain.Webhooks
 	// WebhookTester sends sendTestWebhook's deliveries.
 	WebhookTester domain.WebhookTester
+	// Pages reads the Relay connections' keyset pages, and Cursors signs
+	// and opens their cursors (cursor.Signer, keyed from the token secrets).
+	Pages   domain.ListPages
+	Cursors Cursors
 	// FairUse bounds checkout tokens' holds (domain.FairUse.For).
 	FairUse domain.FairUse
 	// Live is where availabilityChanged reads values from the database

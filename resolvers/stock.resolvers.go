@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"inventory/auth"
+	"inventory/cursor"
 	"inventory/domain"
 	"inventory/graph/model"
 )
@@ -80,6 +81,26 @@ func (r *queryResolver) Balances(ctx context.Context, first *int, after *string)
 	}
 	page, err := r.Stock.BalanceList(ctx, deref(after), orDefault(first, 500))
 	return &page, err
+}
+
+// BalancesConnection is the resolver for the balancesConnection field.
+func (r *queryResolver) BalancesConnection(ctx context.Context, first *int, after *string) (*model.BalanceConnection, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	list := cursor.List{Kind: listBalances}
+	fields, err := r.openAfter(after, list, 2)
+	if err != nil {
+		return nil, err
+	}
+	read, err := r.Pages.BalancesPage(ctx, balanceKey(fields), orDefault(first, 500))
+	if err != nil {
+		return nil, err
+	}
+	edges, info := connect(r.Resolver, list, read.Page, balanceFields, func(n *domain.Balance, c string) model.BalanceEdge {
+		return model.BalanceEdge{Node: n, Cursor: c}
+	})
+	return &model.BalanceConnection{Edges: edges, PageInfo: info, Seq: read.Seq}, nil
 }
 
 // AvailabilityChanged is the resolver for the availabilityChanged field.

@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"inventory/auth"
+	"inventory/cursor"
 	"inventory/domain"
 	"inventory/graph"
 	"inventory/graph/model"
@@ -43,6 +44,30 @@ func (r *queryResolver) WaitlistLines(ctx context.Context, first *int) ([]domain
 		return nil, err
 	}
 	return r.WaitlistOverview.WaitlistLines(ctx, orDefault(first, domain.DefaultWaitlistLines))
+}
+
+// WaitlistLinesConnection is the resolver for the waitlistLinesConnection field.
+func (r *queryResolver) WaitlistLinesConnection(ctx context.Context, first *int, after *string) (*model.WaitlistLineConnection, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	list := cursor.List{Kind: listWaitlistLines}
+	fields, err := r.openAfter(after, list, 2)
+	if err != nil {
+		return nil, err
+	}
+	key, err := waitlistLineKey(fields)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Pages.WaitlistLinesPage(ctx, key, orDefault(first, domain.DefaultWaitlistLines))
+	if err != nil {
+		return nil, err
+	}
+	edges, info := connect(r.Resolver, list, page, waitlistLineFields, func(n *domain.WaitlistLine, c string) model.WaitlistLineEdge {
+		return model.WaitlistLineEdge{Node: n, Cursor: c}
+	})
+	return &model.WaitlistLineConnection{Edges: edges, PageInfo: info}, nil
 }
 
 // WaitlistEntry is the resolver for the waitlistEntry field.

@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"inventory/auth"
+	"inventory/cursor"
 	"inventory/domain"
 	"inventory/graph"
 	"inventory/graph/model"
@@ -109,6 +110,33 @@ func (r *queryResolver) WebhookDeliveries(ctx context.Context, endpointID string
 		return []domain.WebhookDelivery{}, nil
 	}
 	return list, err
+}
+
+// WebhookDeliveriesConnection is the resolver for the webhookDeliveriesConnection field.
+func (r *queryResolver) WebhookDeliveriesConnection(ctx context.Context, endpointID string, first *int, after *string) (*model.WebhookDeliveryConnection, error) {
+	if err := auth.Authorize(ctx, auth.OperateInventory); err != nil {
+		return nil, err
+	}
+	list := cursor.List{Kind: listDeliveries, Scope: endpointScope(endpointID)}
+	fields, err := r.openAfter(after, list, 1)
+	if err != nil {
+		return nil, err
+	}
+	afterID, err := deliveryKey(fields)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Pages.WebhookDeliveriesPage(ctx, endpointID, afterID, orDefault(first, 50))
+	if e, ok := domain.AsError(err); ok && e.Code == domain.CodeNotFound {
+		page, err = domain.Page[domain.WebhookDelivery]{}, nil // as webhookDeliveries: empty for an unknown endpoint
+	}
+	if err != nil {
+		return nil, err
+	}
+	edges, info := connect(r.Resolver, list, page, deliveryFields, func(n *domain.WebhookDelivery, c string) model.WebhookDeliveryEdge {
+		return model.WebhookDeliveryEdge{Node: n, Cursor: c}
+	})
+	return &model.WebhookDeliveryConnection{Edges: edges, PageInfo: info}, nil
 }
 
 // ID is the resolver for the id field.

@@ -23,21 +23,7 @@ func (s *Store) BalanceList(ctx context.Context, after string, limit int) (domai
 		return domain.BalancePage{}, err
 	}
 	var page domain.BalancePage
-	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) FROM stock_events`).Scan(&page.Seq); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `
-			SELECT `+balanceColumns+`
-			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
-			WHERE (s.code, l.code) > ($1, $2)
-			ORDER BY s.code, l.code LIMIT $3`, afterSKU, afterLoc, limit+1)
-		if err != nil {
-			return err
-		}
-		page.Balances, err = pgx.CollectRows(rows, scanBalance)
-		return err
-	})
+	page.Balances, page.Seq, err = s.readBalances(ctx, afterSKU, afterLoc, limit+1)
 	if err != nil {
 		return domain.BalancePage{}, err
 	}
@@ -66,4 +52,25 @@ func decodeBalanceCursor(after string) (sku, location string, err error) {
 		return "", "", domain.Limitf("after is not a cursor from a previous page")
 	}
 	return sku, location, nil
+}
+
+// readBalances reads up to limit balances after (afterSKU, afterLoc) and
+// the newest event seq in one snapshot.
+func (s *Store) readBalances(ctx context.Context, afterSKU, afterLoc string, limit int) (list []domain.Balance, seq int64, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT greatest(coalesce(max(seq), 0), (SELECT through_seq FROM stock_events_pruned)) FROM stock_events`).Scan(&seq); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT `+balanceColumns+`
+			FROM balances b JOIN skus s ON s.id = b.sku_id JOIN locations l ON l.id = b.location_id
+			WHERE (s.code, l.code) > ($1, $2)
+			ORDER BY s.code, l.code LIMIT $3`, afterSKU, afterLoc, limit)
+		if err != nil {
+			return err
+		}
+		list, err = pgx.CollectRows(rows, scanBalance)
+		return err
+	})
+	return list, seq, err
 }

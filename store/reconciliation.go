@@ -16,8 +16,17 @@ var _ domain.Reconciler = (*Store)(nil)
 // corrects.
 func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssue, error) {
 	var issues []domain.ReconciliationIssue
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	err := pgx.BeginTxFunc(ctx, s.pool, readTx, func(tx pgx.Tx) (err error) {
+		issues, err = reconcile(ctx, tx)
+		return err
+	})
+	return issues, wrap("Reconciliation", err)
+}
+
+// reconcile lists the issues of tx's snapshot: ledger mismatches, then holds
+// and codes, then waitlists, each by SKU and location.
+func reconcile(ctx context.Context, tx pgx.Tx) ([]domain.ReconciliationIssue, error) {
+	rows, err := tx.Query(ctx, `
 			WITH ledger AS (
 				SELECT sku_id, location_id, sum(on_hand_delta) AS on_hand, sum(reserved_delta) AS reserved,
 				       sum(committed_delta) AS committed, sum(pending_supply_delta) AS pending_supply, sum(preordered_delta) AS preordered
@@ -37,58 +46,58 @@ func (s *Store) Reconciliation(ctx context.Context) ([]domain.ReconciliationIssu
 			) AS c(col, have, want)
 			WHERE have <> want
 			ORDER BY s.code, l.code, col`)
-		if err != nil {
-			return err
+	if err != nil {
+		return nil, err
+	}
+	ledgerIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+		var i domain.ReconciliationIssue
+		var col string
+		var have, want int64
+		if err := r.Scan(&i.SKU, &i.Location, &col, &have, &want); err != nil {
+			return i, err
 		}
-		ledgerIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
-			var i domain.ReconciliationIssue
-			var col string
-			var have, want int64
-			if err := r.Scan(&i.SKU, &i.Location, &col, &have, &want); err != nil {
-				return i, err
-			}
-			i.Kind = col + "_ledger_mismatch"
-			i.Detail = fmt.Sprintf("%s is %d but the ledger sums to %d", col, have, want)
-			return i, nil
-		})
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, holdsAndCodesCheck)
-		if err != nil {
-			return err
-		}
-		holdIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
-			var i domain.ReconciliationIssue
-			var have, want int64
-			if err := r.Scan(&i.Kind, &i.SKU, &i.Location, &have, &want); err != nil {
-				return i, err
-			}
-			i.Detail = fmt.Sprintf(holdIssueDetail[i.Kind], have, want)
-			return i, nil
-		})
-		if err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, waitlistCheck)
-		if err != nil {
-			return err
-		}
-		waitIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
-			var i domain.ReconciliationIssue
-			var location *string
-			if err := r.Scan(&i.Kind, &i.SKU, &location, &i.Detail); err != nil {
-				return i, err
-			}
-			if location != nil {
-				i.Location = *location
-			}
-			return i, nil
-		})
-		issues = append(append(ledgerIssues, holdIssues...), waitIssues...)
-		return err
+		i.Kind = col + "_ledger_mismatch"
+		i.Detail = fmt.Sprintf("%s is %d but the ledger sums to %d", col, have, want)
+		return i, nil
 	})
-	return issues, wrap("Reconciliation", err)
+	if err != nil {
+		return nil, err
+	}
+	rows, err = tx.Query(ctx, holdsAndCodesCheck)
+	if err != nil {
+		return nil, err
+	}
+	holdIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+		var i domain.ReconciliationIssue
+		var have, want int64
+		if err := r.Scan(&i.Kind, &i.SKU, &i.Location, &have, &want); err != nil {
+			return i, err
+		}
+		i.Detail = fmt.Sprintf(holdIssueDetail[i.Kind], have, want)
+		return i, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rows, err = tx.Query(ctx, waitlistCheck)
+	if err != nil {
+		return nil, err
+	}
+	waitIssues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ReconciliationIssue, error) {
+		var i domain.ReconciliationIssue
+		var location *string
+		if err := r.Scan(&i.Kind, &i.SKU, &location, &i.Detail); err != nil {
+			return i, err
+		}
+		if location != nil {
+			i.Location = *location
+		}
+		return i, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(ledgerIssues, holdIssues...), waitIssues...), nil
 }
 
 // holdsAndCodesCheck compares each balance with the rows it summarizes:

@@ -134,6 +134,7 @@ WITH line AS (
 	FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id
 ), top AS (
 	SELECT l.*, s.code FROM line l JOIN skus s ON s.id = l.sku_id
+	WHERE $2::int IS NULL OR l.waiting < $2 OR (l.waiting = $2 AND s.code > $3::text)
 	ORDER BY l.waiting DESC, s.code LIMIT $1
 )
 SELECT t.code, t.waiting, t.units, f.joined_at, floor(extract(epoch FROM now() - f.joined_at))::int
@@ -152,7 +153,18 @@ func (s *Store) WaitlistLines(ctx context.Context, first int) ([]domain.Waitlist
 	if first < 1 || first > domain.MaxWaitlistLines {
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWaitlistLines)
 	}
-	rows, err := s.pool.Query(ctx, waitlistLinesStatement, first)
+	return s.waitlistLines(ctx, first, nil)
+}
+
+// waitlistLines reads up to limit lines after the keyset position (nil:
+// from the longest) in one statement.
+func (s *Store) waitlistLines(ctx context.Context, limit int, after *domain.WaitlistLineKey) ([]domain.WaitlistLine, error) {
+	var waiting *int
+	var sku *string
+	if after != nil {
+		waiting, sku = &after.Waiting, &after.SKU
+	}
+	rows, err := s.pool.Query(ctx, waitlistLinesStatement, limit, waiting, sku)
 	if err != nil {
 		return nil, wrap("WaitlistLines", err)
 	}

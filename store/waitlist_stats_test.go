@@ -10,7 +10,8 @@ import (
 )
 
 // TestWaitlistOverviewReadsOnlyTheWaiting: the metrics' totals and the admin
-// panel's lines are read from the waiting entries alone. With 20,000 ended
+// panel's lines (a first page, and a connection's page after a line) are
+// read from the waiting entries alone. With 20,000 ended
 // entries of a long sale behind 30 waiting, each statement reads a handful
 // of pages (EXPLAIN ANALYZE BUFFERS), not the table; and the answers are
 // the lines as they are: longest first, ties by SKU code, units summed, the
@@ -39,11 +40,16 @@ func TestWaitlistOverviewReadsOnlyTheWaiting(t *testing.T) {
 	if _, err := b.Pool.Exec(b.Ctx, `VACUUM ANALYZE waitlist_entries`); err != nil {
 		t.Fatal(err)
 	}
-	for name, q := range map[string]string{"totals": store.WaitlistTotalsStatement, "lines": store.WaitlistLinesStatement} {
-		args := []any{}
-		if name == "lines" {
-			args = append(args, 20)
-		}
+	// lines after: waitlistLinesConnection's next page, after WL-B's line.
+	for _, c := range []struct {
+		name, q string
+		args    []any
+	}{
+		{"totals", store.WaitlistTotalsStatement, nil},
+		{"lines", store.WaitlistLinesStatement, []any{20, nil, nil}},
+		{"lines after", store.WaitlistLinesStatement, []any{20, 12, "WL-B"}},
+	} {
+		name, q, args := c.name, c.q, c.args
 		var plan []map[string]any
 		if err := b.Pool.QueryRow(b.Ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q, args...).Scan(&plan); err != nil {
 			t.Fatal(err)

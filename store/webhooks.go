@@ -190,6 +190,13 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, endpointID string, firs
 	if first < 1 || first > domain.MaxWebhookDeliveries {
 		return nil, domain.Limitf("first must be between 1 and %d", domain.MaxWebhookDeliveries)
 	}
+	return s.webhookDeliveries(ctx, endpointID, first, after)
+}
+
+// webhookDeliveries reads up to limit of an endpoint's deliveries with ids
+// below after (0: from the newest) in one transaction; an unknown endpoint
+// is NOT_FOUND.
+func (s *Store) webhookDeliveries(ctx context.Context, endpointID string, limit int, after int64) ([]domain.WebhookDelivery, error) {
 	canonical, ok := canonicalUUID(endpointID)
 	if !ok {
 		return nil, webhookNotFound(endpointID)
@@ -206,7 +213,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, endpointID string, firs
 		rows, err := tx.Query(ctx, `
 			SELECT id, webhook_id, event_seq, topic, attempt, status_code, latency_ms, error, at
 			FROM webhook_deliveries WHERE endpoint_id = $1 AND ($2 = 0 OR id < $2)
-			ORDER BY id DESC LIMIT $3`, canonical, after, first)
+			ORDER BY id DESC LIMIT $3`, canonical, after, limit)
 		if err != nil {
 			return err
 		}

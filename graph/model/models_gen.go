@@ -25,6 +25,23 @@ type AdjustStockInput struct {
 	RequestKey *string `json:"requestKey,omitempty"`
 }
 
+// A page of balances by SKU then location code, read in one snapshot (Relay connection).
+type BalanceConnection struct {
+	// This page's balances, each with the cursor that continues after it.
+	Edges []BalanceEdge `json:"edges"`
+	// Whether more follow, and the cursor to continue from.
+	PageInfo *PageInfo `json:"pageInfo"`
+	// The newest stock event seq when the page was read: stockChanged(after: seq) then brings every later change.
+	Seq int64 `json:"seq"`
+}
+
+// One balance of a BalanceConnection.
+type BalanceEdge struct {
+	Node *domain.Balance `json:"node"`
+	// Pass as after to continue after this balance; opaque and signed.
+	Cursor string `json:"cursor"`
+}
+
 type BalancePayload struct {
 	Balance *domain.Balance `json:"balance,omitempty"`
 	// True when this call changed nothing because an earlier one with the same key (a receipt's reference, an adjustment's requestKey) already had; false on every other call.
@@ -171,6 +188,19 @@ type OrderQuantityInput struct {
 	Quantity int `json:"quantity"`
 }
 
+// Where a page of a Relay connection stands (the *Connection types). Paging is forward only, with first and after:
+// there is no last or before, and hasPreviousPage is always false, as the Relay spec allows for forward paging.
+type PageInfo struct {
+	// Whether rows follow this page: pass endCursor as after to read them.
+	HasNextPage bool `json:"hasNextPage"`
+	// Always false: connections page forward only (first, after); keep earlier pages' cursors to go back.
+	HasPreviousPage bool `json:"hasPreviousPage"`
+	// The first edge's cursor; null for an empty page.
+	StartCursor *string `json:"startCursor,omitempty"`
+	// The last edge's cursor, to pass as after for the next page; null for an empty page.
+	EndCursor *string `json:"endCursor,omitempty"`
+}
+
 type Query struct {
 }
 
@@ -185,10 +215,40 @@ type ReceiveStockInput struct {
 	Reference string `json:"reference"`
 }
 
+// A page of reconciliation issues by SKU then location (Relay connection).
+type ReconciliationIssueConnection struct {
+	// This page's issues, each with the cursor that continues after it.
+	Edges []ReconciliationIssueEdge `json:"edges"`
+	// Whether more follow, and the cursor to continue from.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One issue of a ReconciliationIssueConnection.
+type ReconciliationIssueEdge struct {
+	Node *domain.ReconciliationIssue `json:"node"`
+	// Pass as after to continue after this issue; opaque and signed.
+	Cursor string `json:"cursor"`
+}
+
 type ReleaseReservationInput struct {
 	ID string `json:"id"`
 	// Default OTHER.
 	Reason *domain.ReleaseReason `json:"reason,omitempty"`
+}
+
+// A page of a checkout's reservations, newest first (Relay connection).
+type ReservationConnection struct {
+	// This page's reservations, each with the cursor that continues after it.
+	Edges []ReservationEdge `json:"edges"`
+	// Whether more follow, and the cursor to continue from.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One reservation of a ReservationConnection.
+type ReservationEdge struct {
+	Node *domain.Reservation `json:"node"`
+	// Pass as after to continue after this reservation; opaque, signed, valid only for this checkout's list.
+	Cursor string `json:"cursor"`
 }
 
 type ReservationPayload struct {
@@ -290,11 +350,41 @@ type UserError struct {
 	Available *int `json:"available,omitempty"`
 }
 
+// A page of waitlists, longest first (Relay connection).
+type WaitlistLineConnection struct {
+	// This page's lines, each with the cursor that continues after it.
+	Edges []WaitlistLineEdge `json:"edges"`
+	// Whether more follow, and the cursor to continue from.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One line of a WaitlistLineConnection.
+type WaitlistLineEdge struct {
+	Node *domain.WaitlistLine `json:"node"`
+	// Pass as after to continue after this line; opaque and signed.
+	Cursor string `json:"cursor"`
+}
+
 type WaitlistPayload struct {
 	Entry *domain.WaitlistEntry `json:"entry,omitempty"`
 	// True when this requestKey already named an entry with the same inputs; it is returned in its current state.
 	Replayed   bool        `json:"replayed"`
 	UserErrors []UserError `json:"userErrors"`
+}
+
+// A page of an endpoint's delivery log, newest first (Relay connection).
+type WebhookDeliveryConnection struct {
+	// This page's deliveries, each with the cursor that continues after it.
+	Edges []WebhookDeliveryEdge `json:"edges"`
+	// Whether more follow, and the cursor to continue from.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One delivery of a WebhookDeliveryConnection.
+type WebhookDeliveryEdge struct {
+	Node *domain.WebhookDelivery `json:"node"`
+	// Pass as after to continue after this delivery; opaque, signed, valid only for this endpoint's log.
+	Cursor string `json:"cursor"`
 }
 
 type WebhookDeliveryPayload struct {
