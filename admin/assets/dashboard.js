@@ -42,8 +42,9 @@ async function gql(query, variables) {
 
 // ---- table -------------------------------------------------------------
 
-const BALANCES = `query($after: String) { balances(first: 1000, after: $after) {
-  balances { sku location onHand reserved committed available pendingSupply preordered } next seq } }`;
+const BALANCES = `query($after: String) { balancesConnection(first: 1000, after: $after) {
+  edges { node { sku location onHand reserved committed available pendingSupply preordered } }
+  pageInfo { hasNextPage endCursor } seq } }`;
 
 // loadBalances replaces the table with a fresh snapshot; the first page's
 // seq is where the subscription resumes (later changes replay on top).
@@ -51,10 +52,10 @@ async function loadBalances() {
   const rows = new Map();
   let after = null, seq = null;
   do {
-    const page = (await gql(BALANCES, {after})).balances;
+    const page = (await gql(BALANCES, {after})).balancesConnection;
     if (seq === null) seq = page.seq;
-    for (const b of page.balances) rows.set(key(b.sku, b.location), b);
-    after = page.next;
+    for (const {node: b} of page.edges) rows.set(key(b.sku, b.location), b);
+    after = page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null;
   } while (after);
   state.rows = rows;
   state.seq = seq;
@@ -271,7 +272,8 @@ function drawAges(buckets) {
 
 async function pollReconciliation() {
   try {
-    const issues = (await gql("{ reconciliation { kind sku location detail } }")).reconciliation;
+    const issues = (await gql("{ reconciliationConnection { edges { node { kind sku location detail } } } }"))
+      .reconciliationConnection.edges.map((e) => e.node);
     $("m-recon").textContent = issues.length === 0 ? "OK" : issues.length + " issues";
     $("c-recon").classList.toggle("alert", issues.length > 0);
     $("m-recon-detail").textContent = issues.length === 0 ? "balances match the ledger" :
@@ -282,14 +284,14 @@ async function pollReconciliation() {
 
 // ---- waitlists ---------------------------------------------------------
 
-const WAITLISTS = `{ waitlistLines(first: 20) { sku waiting units oldestJoinedAt oldestWaitSeconds } }`;
+const WAITLISTS = `{ waitlistLinesConnection(first: 20) { edges { node { sku waiting units oldestJoinedAt oldestWaitSeconds } } } }`;
 
-// pollWaitlists shows the 20 longest lines (waitlistLines), every
+// pollWaitlists shows the 20 longest lines (waitlistLinesConnection), every
 // HEALTH_EVERY: entries waiting, units they want, and how long the one at
 // the front has waited.
 async function pollWaitlists() {
   try {
-    const lines = (await gql(WAITLISTS)).waitlistLines;
+    const lines = (await gql(WAITLISTS)).waitlistLinesConnection.edges.map((e) => e.node);
     $("wl-rows").replaceChildren(...lines.map((l) => {
       const tr = document.createElement("tr");
       tr.dataset.sku = l.sku;

@@ -15,8 +15,9 @@ const WEBHOOK_FIELDS = `id url topics skus locations lowStockThreshold cursorSeq
   consecutiveFailures previousSecretUntil createdAt updatedAt`;
 const DELIVERY_FIELDS = "id webhookId eventSeq topic attempt statusCode latencyMs error at";
 const WEBHOOKS = `{ webhooks { ${WEBHOOK_FIELDS} } }`;
-const DELIVERIES = `query($id: ID!, $first: Int, $after: ID) {
-  webhookDeliveries(endpointId: $id, first: $first, after: $after) { ${DELIVERY_FIELDS} } }`;
+const DELIVERIES = `query($id: ID!, $first: Int, $after: String) {
+  webhookDeliveriesConnection(endpointId: $id, first: $first, after: $after) {
+    edges { node { ${DELIVERY_FIELDS} } } pageInfo { hasNextPage endCursor } } }`;
 const PAUSE = `mutation($id: ID!, $reason: String) { pauseWebhook(id: $id, reason: $reason) {
   webhook { ${WEBHOOK_FIELDS} } userErrors { code message } } }`;
 const RESUME = `mutation($id: ID!) { resumeWebhook(id: $id) { webhook { ${WEBHOOK_FIELDS} } userErrors { code message } } }`;
@@ -25,7 +26,7 @@ const SEND_TEST = `mutation($id: ID!) { sendTestWebhook(id: $id) { delivery { ${
 const hooks = {
   rows: new Map(), // endpoint id -> {w, tr, cells, reason, pause, resume, result}
   listGen: 0,      // the newest list request; an older answer arriving late is dropped
-  log: null,       // the open delivery log: {id, newest, oldest, epoch}
+  log: null,       // the open delivery log: {id, newest (an id), oldest (its cursor), epoch}
 };
 window.__webhooks = hooks; // for tests and the curious
 
@@ -273,9 +274,11 @@ async function loadLog(older) {
   const log = hooks.log;
   if (!log || (older && log.oldest === null)) return;
   const epoch = log.epoch;
-  let list;
+  let list, page;
   try {
-    list = (await gql(DELIVERIES, {id: log.id, first: LOG_PAGE, after: older ? log.oldest : null})).webhookDeliveries;
+    const conn = (await gql(DELIVERIES, {id: log.id, first: LOG_PAGE, after: older ? log.oldest : null})).webhookDeliveriesConnection;
+    list = conn.edges.map((e) => e.node);
+    page = conn.pageInfo;
   } catch (e) {
     if (hooks.log === log) { $("wh-log-result").className = "result error"; $("wh-log-result").textContent = e.message; }
     return;
@@ -285,15 +288,15 @@ async function loadLog(older) {
   const body = $("wh-log-rows");
   if (older) {
     body.append(...list.map(deliveryRow));
-    if (list.length) log.oldest = list[list.length - 1].id;
-    $("wh-more").hidden = list.length < LOG_PAGE;
+    if (list.length) log.oldest = page.endCursor;
+    $("wh-more").hidden = !page.hasNextPage;
   } else {
     const fresh = log.newest === null ? list : list.filter((d) => BigInt(d.id) > BigInt(log.newest));
     if (log.newest === null || (list.length > 0 && fresh.length === list.length)) {
       log.epoch++; // a More still under way would append below the wrong rows
       body.replaceChildren();
-      log.oldest = list.length ? list[list.length - 1].id : null;
-      $("wh-more").hidden = list.length < LOG_PAGE;
+      log.oldest = list.length ? page.endCursor : null;
+      $("wh-more").hidden = !page.hasNextPage;
     }
     body.prepend(...fresh.map(deliveryRow));
     if (fresh.length) log.newest = fresh[0].id;
