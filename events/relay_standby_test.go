@@ -92,6 +92,14 @@ func TestRelayOneInstanceAtATime(t *testing.T) {
 	stops[leader]()
 	w.run(t, 4, 40, 2)
 	m := b.waitPublished(t)
+	// A relay counts what it published after its transaction commits, so
+	// the database can show an event published a moment before the count
+	// of the instance that published it does: wait for the counts (the
+	// stopped instance publishes nothing, so only the others can reach it).
+	deadline := time.Now().Add(5 * time.Second)
+	for publishedBy()-othersBefore < m-n && time.Now().Before(deadline) {
+		time.Sleep(tick)
+	}
 	if got := publishedBy() - othersBefore; got < m-n {
 		t.Fatalf("after the relaying instance stopped the others published %d of the %d new events", got, m-n)
 	}
