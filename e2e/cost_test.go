@@ -61,5 +61,5 @@ func TestCostCountsRows(t *testing.T) {
 		t.Fatal("BALANCES not found in dashboard.js")
 	}
 	var page json.RawMessage
-	ts.mustData(ts.gql(ts.admin, string(m[1]), nil), "balances", &page)
+	ts.mustData(ts.gql(ts.admin, string(m[1]), nil), "balancesConnection", &page)
 }
