@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -33,7 +34,16 @@ func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
 		return func(next http.Handler) http.Handler { return next }
 	}
 	return func(next http.Handler) http.Handler {
-		return otelhttp.NewHandler(next, "graphql",
+		// otelhttp takes client.address from X-Forwarded-For whoever sent
+		// it; the span names the address our rate limits use instead
+		// (clientIP: a proxy's header only from a trusted proxy).
+		named := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ip := middleware.GetClientIP(r.Context()); ip != "" {
+				trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("client.address", ip))
+			}
+			next.ServeHTTP(w, r)
+		})
+		return otelhttp.NewHandler(named, "graphql",
 			otelhttp.WithTracerProvider(tr.Provider), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 			otelhttp.WithPropagators(trustedContext{}),
 			otelhttp.WithFilter(func(r *http.Request) bool { return !longLived(r) }),
@@ -65,7 +75,8 @@ func (trustedContext) Fields() []string { return propagation.TraceContext{}.Fiel
 // operationTracing is the gqlgen extension that makes a span of each
 // GraphQL operation and of each root field's resolver under it. A span
 // names the operation and its type, never its variables or document: codes,
-// tokens and customers' checkout ids travel there. A subscription's span is
+// tokens and customers' checkout ids travel there. Its statements have a
+// budget of SQL spans (tracing.MaxSQLSpans). A subscription's span is
 // its setup, ended at its first message (or when it ends without one).
 // gqlgen's own tracing packages are not maintained at a version that builds
 // with ours, and this is the little they did that we want.
@@ -96,11 +107,15 @@ func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.O
 	}
 	ctx, span := o.tracer.Start(ctx, name, trace.WithAttributes(
 		attribute.String("graphql.operation.type", kind), attribute.String("graphql.operation.name", opName)))
-	handler := next(context.WithValue(ctx, fieldSpansKey{}, new(atomic.Int32)))
+	ctx, sqlBudget := tracing.WithSQLBudget(context.WithValue(ctx, fieldSpansKey{}, new(atomic.Int32)))
+	handler := next(ctx)
 	var once sync.Once
 	return func(ctx context.Context) *graphql.Response {
 		resp := handler(ctx)
 		once.Do(func() {
+			if n := sqlBudget.Dropped(); n > 0 {
+				span.SetAttributes(attribute.Int("inventory.sql_spans_dropped", n))
+			}
 			if resp != nil && len(resp.Errors) > 0 {
 				span.SetStatus(codes.Error, "the answer carries errors")
 				span.SetAttributes(attribute.StringSlice("graphql.error.codes", errorCodes(resp.Errors)))

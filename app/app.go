@@ -36,7 +36,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if err != nil {
 		return nil, err
 	}
-	tr, err := startTracing(ctx)
+	tr, err := startTracing(ctx, logger)
 	if err != nil {
 		return nil, err
 	}

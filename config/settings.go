@@ -239,5 +239,6 @@ trace holds.
 | ` + "`OTEL_SDK_DISABLED`" + ` | ` + "`false`" + ` | ` + "`true`" + ` turns tracing off whatever else is set |
 | ` + "`OTEL_SERVICE_NAME`" + ` | ` + "`inventory`" + ` | the ` + "`service.name`" + ` of every span; ` + "`OTEL_RESOURCE_ATTRIBUTES`" + ` adds others (` + "`deployment.environment.name=prod`" + `) |
 | ` + "`OTEL_TRACES_SAMPLER`" + `, ` + "`OTEL_TRACES_SAMPLER_ARG`" + ` | ` + "`parentbased_always_on`" + ` | which requests are traced; in production ` + "`parentbased_traceidratio`" + ` with e.g. ` + "`0.01`" + `. A parent's decision is followed only for service and admin keys: nobody else's ` + "`traceparent`" + ` is read |
+| ` + "`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`" + ` | ` + "`1024`" + ` | bytes kept of each attribute value (OpenTelemetry's own default is no bound; a caller's headers become attributes) |
 | ` + "`OTEL_BSP_SCHEDULE_DELAY`" + `, ` + "`OTEL_BSP_MAX_QUEUE_SIZE`" + `, ` + "`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`" + ` | ` + "`5000`" + `, ` + "`2048`" + `, ` + "`512`" + ` | the export batching: milliseconds between exports, spans buffered (more are dropped, never waited for), spans per export |
 `

@@ -62,8 +62,30 @@ func FromEnv(ctx context.Context, lookup func(string) (string, bool), version st
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res),
+		sdktrace.WithRawSpanLimits(spanLimits(lookup)))
 	return &Tracing{Provider: sdk, Enabled: true, sdk: sdk}, nil
+}
+
+// MaxAttributeBytes bounds each attribute value of our spans unless
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (or its span-only spelling) says
+// otherwise. OpenTelemetry's own default is no bound, and otelhttp copies
+// request headers (User-Agent, Host) into attributes: a caller's 1 MB
+// header would be a 1 MB span held in the export queue, 2,048 of them
+// gigabytes, and an export over the collector's size limit loses every
+// span of its batch.
+const MaxAttributeBytes = 1024
+
+// spanLimits are the SDK's limits from the environment, with
+// MaxAttributeBytes where the environment sets no value length.
+func spanLimits(lookup func(string) (string, bool)) sdktrace.SpanLimits {
+	limits := sdktrace.NewSpanLimits()
+	_, a := lookup("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	_, b := lookup("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	if !a && !b {
+		limits.AttributeValueLengthLimit = MaxAttributeBytes
+	}
+	return limits
 }
 
 // wanted says whether the environment asks for traces, and refuses what

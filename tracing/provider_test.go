@@ -85,3 +85,15 @@ func TestTraceParentRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestAttributeValuesBoundedByDefault: 1,024 bytes unless the environment
+// names a length.
+func TestAttributeValuesBoundedByDefault(t *testing.T) {
+	t.Parallel()
+	if got := spanLimits(lookupOf(nil)).AttributeValueLengthLimit; got != MaxAttributeBytes {
+		t.Fatalf("default: %d", got)
+	}
+	if got := spanLimits(lookupOf(map[string]string{"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "4096"})).AttributeValueLengthLimit; got == MaxAttributeBytes {
+		t.Fatalf("the environment's length is kept: %d", got)
+	}
+}

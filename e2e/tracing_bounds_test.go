@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+)
+
+// TestTracesBoundWhatCallersSend is the attacks on tracing, against the
+// real binary and a real OTLP endpoint, each of which an anonymous caller
+// could make cost far more than it sent:
+//   - a 100 KB User-Agent was a 100 KB attribute (1 MB headers: 3.7 GB of
+//     server memory in the export queue, and every export over the
+//     collector's limit lost its legitimate spans with it): every attribute
+//     is now at most 1,024 bytes;
+//   - X-Forwarded-For from an untrusted peer named the span's client: the
+//     span names the address our rate limits use;
+//   - 200 aliases of sku(code:) were 800 SQL spans: an operation spans at
+//     most 64 statements and says how many it left out.
+func TestTracesBoundWhatCallersSend(t *testing.T) {
+	t.Parallel()
+	rec := newOTLPReceiver(t)
+	ts := setupBinary(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rec.url, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+	ts.seed("BOUND-1", 1)
+
+	body, _ := json.Marshal(map[string]any{"query": `query BigHeaders { availability(skus: ["BOUND-1"]) { available } }`})
+	req, err := http.NewRequest(http.MethodPost, ts.url+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", strings.Repeat("u", 100_000))
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("big headers: HTTP %d", resp.StatusCode)
+	}
+
+	var many strings.Builder
+	many.WriteString("query ManySkus {")
+	for i := range 200 {
+		fmt.Fprintf(&many, ` a%d: sku(code: "NOPE-%d") { code }`, i, i)
+	}
+	many.WriteString(" }")
+	if r := postTraced(t, ts.url, "", "", many.String(), nil); len(r.Errors) > 0 {
+		t.Fatalf("200 aliases: %+v", r.Errors)
+	}
+
+	var st spanSet
+	waitUntil(t, 20*time.Second, "both operations' spans", func() bool {
+		st = newSpanSet(rec.snapshot())
+		return len(st.named("graphql query BigHeaders")) == 1 && len(st.named("graphql query ManySkus")) == 1
+	})
+	for _, sp := range st.all {
+		for _, kv := range sp.Attributes {
+			if n := len(kv.GetValue().GetStringValue()); n > 1024 {
+				t.Fatalf("%s: attribute %s of %d bytes", sp.Name, kv.Key, n)
+			}
+		}
+	}
+	op := st.named("graphql query BigHeaders")[0]
+	httpSpan := st.byID[hexID(op.ParentSpanId)]
+	if httpSpan == nil || stringAttr(httpSpan.Attributes, "client.address") != "127.0.0.1" ||
+		len(stringAttr(httpSpan.Attributes, "user_agent.original")) != 1024 {
+		t.Fatalf("the HTTP span names the client we rate-limit and a cut User-Agent: %+v", httpSpan)
+	}
+	manyOp := st.named("graphql query ManySkus")[0]
+	sql := st.descendants(manyOp, func(s *tracepb.Span) bool { return stringAttr(s.Attributes, "db.system.name") == "postgresql" })
+	if len(sql) == 0 || len(sql) > 64 || intAttr(manyOp.Attributes, "inventory.sql_spans_dropped") < 200 {
+		t.Fatalf("200 aliases: %d SQL spans, %d left out; want at most 64, the rest counted",
+			len(sql), intAttr(manyOp.Attributes, "inventory.sql_spans_dropped"))
+	}
+	t.Logf("200 aliases of sku: %d SQL spans, %d statements untraced", len(sql), intAttr(manyOp.Attributes, "inventory.sql_spans_dropped"))
+}
