@@ -51,6 +51,27 @@ func TestCostCountsRows(t *testing.T) {
 		}
 	}
 
+	// A reconciliation field runs the whole check for any page size: it
+	// costs at least 10,000, so an operation runs it at most twice (40
+	// aliases of first: 1 were 10 s of database CPU at 50,000 balances).
+	recon := func(aliases int) string {
+		var q strings.Builder
+		q.WriteString("{")
+		for i := range aliases {
+			fmt.Fprintf(&q, " r%d: reconciliationConnection(first: 1) { __typename }", i)
+		}
+		return q.String() + " }"
+	}
+	if r := ts.gql(ts.admin, recon(2), nil); len(r.Errors) != 0 {
+		t.Fatalf("two reconciliations: %+v", r.Errors)
+	}
+	if r := ts.gql(ts.admin, recon(3), nil); r.errorCode() != "COMPLEXITY_LIMIT_EXCEEDED" {
+		t.Fatalf("three reconciliations: %+v, want COMPLEXITY_LIMIT_EXCEEDED", r)
+	}
+	if r := ts.gql(ts.admin, `{ a: reconciliation(first: 1) { sku } b: reconciliation(first: 1) { sku } c: reconciliation(first: 1) { sku } }`, nil); r.errorCode() != "COMPLEXITY_LIMIT_EXCEEDED" {
+		t.Fatalf("three deprecated reconciliations: %+v, want COMPLEXITY_LIMIT_EXCEEDED", r)
+	}
+
 	// The dashboard's own page query, as it sends it.
 	js, err := os.ReadFile(repo("admin/assets/dashboard.js"))
 	if err != nil {
