@@ -28,7 +28,8 @@ import (
 // can neither join our traces to theirs nor force sampling with a sampled
 // flag. WebSockets and event streams get no HTTP span (it would last as
 // long as the connection); their operations are traced one by one
-// (operationTracing). Off, it is no middleware at all.
+// (operationTracing), an event stream's under a key's traceparent. Off, it
+// is no middleware at all.
 func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
 	if tr == nil || !tr.Enabled {
 		return func(next http.Handler) http.Handler { return next }
@@ -43,11 +44,21 @@ func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r)
 		})
-		return otelhttp.NewHandler(named, "graphql",
+		spanned := otelhttp.NewHandler(named, "graphql",
 			otelhttp.WithTracerProvider(tr.Provider), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 			otelhttp.WithPropagators(trustedContext{}),
 			otelhttp.WithFilter(func(r *http.Request) bool { return !longLived(r) }),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if longLived(r) && r.Header.Get("Upgrade") == "" {
+				// An event stream has no HTTP span, but a key's operation on
+				// it still continues the caller's trace: its operation span
+				// is the caller's child. A WebSocket's upgrade headers would
+				// parent every operation of the connection, so they don't.
+				r = r.WithContext(trustedContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			}
+			spanned.ServeHTTP(w, r)
+		})
 	}
 }
 
@@ -76,8 +87,12 @@ func (trustedContext) Fields() []string { return propagation.TraceContext{}.Fiel
 // GraphQL operation and of each root field's resolver under it. A span
 // names the operation and its type, never its variables or document: codes,
 // tokens and customers' checkout ids travel there. Its statements have a
-// budget of SQL spans (tracing.MaxSQLSpans). A subscription's span is
-// its setup, ended at its first message (or when it ends without one).
+// budget of SQL spans (tracing.MaxSQLSpans). A subscription's span is its
+// setup: it ends when the resolver has returned its stream (gqlgen calls it
+// before it hands over the response handler), not at a first message that
+// may be hours away; a span left open for the life of a stream would hold
+// its memory that long and be exported, if ever, with a meaningless
+// duration.
 // gqlgen's own tracing packages are not maintained at a version that builds
 // with ours, and this is the little they did that we want.
 type operationTracing struct{ tracer trace.Tracer }
@@ -110,8 +125,7 @@ func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.O
 	ctx, sqlBudget := tracing.WithSQLBudget(context.WithValue(ctx, fieldSpansKey{}, new(atomic.Int32)))
 	handler := next(ctx)
 	var once sync.Once
-	return func(ctx context.Context) *graphql.Response {
-		resp := handler(ctx)
+	end := func(resp *graphql.Response) {
 		once.Do(func() {
 			if n := sqlBudget.Dropped(); n > 0 {
 				span.SetAttributes(attribute.Int("inventory.sql_spans_dropped", n))
@@ -122,6 +136,14 @@ func (o operationTracing) InterceptOperation(ctx context.Context, next graphql.O
 			}
 			span.End()
 		})
+	}
+	if kind == "subscription" {
+		// Set up: a resolver's refusal marked the span (InterceptField).
+		end(nil)
+	}
+	return func(ctx context.Context) *graphql.Response {
+		resp := handler(ctx)
+		end(resp)
 		return resp
 	}
 }
@@ -147,11 +169,16 @@ func (o operationTracing) InterceptField(ctx context.Context, next graphql.Resol
 	if n, ok := ctx.Value(fieldSpansKey{}).(*atomic.Int32); !ok || n.Add(1) > maxFieldSpans {
 		return next(ctx)
 	}
+	operation := trace.SpanFromContext(ctx)
 	ctx, span := o.tracer.Start(ctx, fc.Object+"."+fc.Field.Name)
 	defer span.End()
 	res, err := next(ctx)
 	if err != nil {
 		span.SetStatus(codes.Error, "resolver error")
+		if fc.Object == "Subscription" {
+			// Its operation's span ends before the refusal is answered.
+			operation.SetStatus(codes.Error, "the subscription was refused")
+		}
 	}
 	return res, err
 }

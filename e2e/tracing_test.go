@@ -49,6 +49,7 @@ func TestTracesFollowACheckout(t *testing.T) {
 		expireTrace  = "33333333333333333333333333333333"
 		anonTrace    = "44444444444444444444444444444444"
 		tokenTrace   = "55555555555555555555555555555555"
+		streamTrace  = "66666666666666666666666666666666"
 		callerSpan   = "00f067aa0ba902b7"
 	)
 	parent := func(traceID string) string { return "00-" + traceID + "-" + callerSpan + "-01" }
@@ -87,14 +88,19 @@ func TestTracesFollowACheckout(t *testing.T) {
 	if r := postTraced(t, ts.url, "", "", many.String(), nil); len(r.Errors) > 0 {
 		t.Fatalf("40 aliases: %+v", r.Errors)
 	}
-	watchOnce(t, ts.url, ts.service, `subscription Watch { availabilityChanged(skus: ["TRACE-1"]) { available } }`)
+	watchOnce(t, ts.url, ts.service, "", `subscription Watch { availabilityChanged(skus: ["TRACE-1"]) { available } }`)
+	watchOnce(t, ts.url, "", "", `subscription Refused { reservationChanged(checkoutId: "co-trace") { id } }`)
+	watchOnce(t, ts.url, ts.service, parent(streamTrace), `query StreamRead { availability(skus: ["TRACE-1"]) { available } }`)
+	// A stream that gets no message while the test runs: its setup span
+	// must reach the collector all the same.
+	openStream(t, ts.url, ts.admin, `subscription Idle { stockChanged(skus: ["TRACE-IDLE"]) { seq } }`)
 
 	var st spanSet
-	waitUntil(t, 30*time.Second, "the expiry job's span, linked to its reserve, and a webhook delivery's span to be exported", func() bool {
+	waitUntil(t, 30*time.Second, "the expiry job's span linked to its reserve, a webhook delivery's span and an open subscription's setup span to be exported", func() bool {
 		st = newSpanSet(rec.snapshot())
 		wait := st.one(expireTrace, "reserve batch wait")
 		return wait != nil && st.linking("river.work/reservation_expiry", wait) != nil && len(st.named("webhook deliver")) > 0 &&
-			len(st.named("graphql subscription Watch")) > 0
+			len(st.named("graphql subscription Watch")) > 0 && len(st.named("graphql subscription Idle")) > 0
 	})
 
 	// The reserve: the caller's trace, parent by parent.
@@ -154,10 +160,20 @@ func TestTracesFollowACheckout(t *testing.T) {
 		t.Fatalf("a delivery's traceparent %v names its exported span\n%s", sent, st)
 	}
 
-	// A subscription's setup is a span of its own, ended at its first
-	// message, with no HTTP span around the stream.
-	if sub := st.named("graphql subscription Watch"); len(sub) != 1 || st.byID[hexID(sub[0].ParentSpanId)] != nil {
-		t.Fatalf("the subscription's setup span, a root\n%s", st)
+	// A subscription's setup is a span of its own, ended once its stream
+	// is set up (Idle's stream is still open, with no message), with no
+	// HTTP span around the stream; a refused one says so.
+	for _, name := range []string{"graphql subscription Watch", "graphql subscription Idle"} {
+		if sub := st.named(name); len(sub) != 1 || st.byID[hexID(sub[0].ParentSpanId)] != nil || sub[0].Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Fatalf("%s: the subscription's setup span, a root: %v\n%s", name, sub, st)
+		}
+	}
+	if sub := st.named("graphql subscription Refused"); len(sub) != 1 || sub[0].Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Fatalf("a refused subscription's setup span has an error status\n%s", st)
+	}
+	// A key's operation on an event stream continues the caller's trace.
+	if sse := st.one(streamTrace, "graphql query StreamRead"); sse == nil || hexID(sse.ParentSpanId) != callerSpan {
+		t.Fatalf("a service key's query over SSE, in its caller's trace: %v\n%s", sse, st)
 	}
 
 	// An operation spans at most 16 of its root fields, however many
@@ -208,23 +224,13 @@ func TestTracesFollowACheckout(t *testing.T) {
 	}
 }
 
-// watchOnce opens a subscription over SSE and closes it after its first
-// message.
-func watchOnce(t *testing.T, url, token, query string) {
+// watchOnce sends an operation over SSE (with a traceparent, unless it is
+// empty) and closes the stream after its first message.
+func watchOnce(t *testing.T, url, token, traceparent, query string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/graphql", bytes.NewReader(mustJSON(map[string]any{"query": query})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postStream(t, ctx, url, token, traceparent, query)
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -233,6 +239,40 @@ func watchOnce(t *testing.T, url, token, query string) {
 		}
 	}
 	t.Fatalf("no message on the subscription: %v", sc.Err())
+}
+
+// openStream sends a subscription over SSE and leaves its stream open,
+// unread, until the test ends.
+func openStream(t *testing.T, url, token, query string) {
+	t.Helper()
+	resp := postStream(t, t.Context(), url, token, "", query)
+	t.Cleanup(func() { resp.Body.Close() })
+}
+
+// postStream POSTs one operation asking for an event stream.
+func postStream(t *testing.T, ctx context.Context, url, token, traceparent, query string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/graphql", bytes.NewReader(mustJSON(map[string]any{"query": query})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("%s: status %d", query, resp.StatusCode)
+	}
+	return resp
 }
 
 // postTraced POSTs one operation with a traceparent header.
