@@ -96,6 +96,13 @@ func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
 		fmt.Fprintf(&sub, " l%d: location", i)
 	}
 	sub.WriteString(" } }")
+	// The seed's event, committed before the subscriptions, may still be
+	// on its way to them (a fresh-clone CI run counted 202 of 201 events):
+	// both readers leave it out.
+	waitUntil(t, 10*time.Second, "the seed's event to get its seq", func() bool {
+		return ts.count("SELECT count(*) FROM stock_events WHERE seq IS NULL") == 0
+	})
+	seeded := ts.count("SELECT max(seq) FROM stock_events")
 	fast := dialWS(t, ts.url, ts.admin, false)
 	fast.ack()
 	fast.subscribe("f", sub.String(), map[string]any{"after": nil})
@@ -131,7 +138,9 @@ func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
 				t.Errorf("fast member: %v", err)
 				return
 			}
-			got = append(got, p.Data.StockChanged)
+			if p.Data.StockChanged.Seq > int64(seeded) {
+				got = append(got, p.Data.StockChanged)
+			}
 		}
 	}()
 	b := 0
@@ -160,7 +169,7 @@ func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
 	if len(fastGot) != total {
 		t.Fatalf("fast member got %d of %d events", len(fastGot), total)
 	}
-	requireDense(t, fastGot, fastGot[0].Seq)
+	requireDense(t, fastGot, int64(seeded)+1)
 
 	// Now the slow one reads: contiguous events, then the cut-off with its
 	// cursor.
@@ -179,7 +188,9 @@ func TestSlowGroupMemberIsCutOffWithItsCursor(t *testing.T) {
 			if err := json.Unmarshal(m.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
-			slowGot = append(slowGot, p.Data.StockChanged)
+			if p.Data.StockChanged.Seq > int64(seeded) {
+				slowGot = append(slowGot, p.Data.StockChanged)
+			}
 		case "error":
 			ended = string(m.Payload)
 		default:
