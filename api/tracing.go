@@ -50,7 +50,7 @@ func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
 			otelhttp.WithFilter(func(r *http.Request) bool { return !longLived(r) }),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if longLived(r) && r.Header.Get("Upgrade") == "" {
+			if eventStream(r) {
 				// An event stream has no HTTP span, but a key's operation on
 				// it still continues the caller's trace: its operation span
 				// is the caller's child. A WebSocket's upgrade headers would
@@ -63,8 +63,11 @@ func traceRequests(tr *tracing.Tracing) func(http.Handler) http.Handler {
 }
 
 // longLived says whether r opens a WebSocket or an event stream.
-func longLived(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+func longLived(r *http.Request) bool { return r.Header.Get("Upgrade") != "" || eventStream(r) }
+
+// eventStream says whether r asks for an event stream (SSE).
+func eventStream(r *http.Request) bool {
+	return r.Header.Get("Upgrade") == "" && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 // trustedContext is W3C trace context for trusted callers (service and
