@@ -431,7 +431,7 @@ func TestCopyNeverAnswersACatalogSKUBeforeItsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(b.Ctx) }()
-	if _, err := tx.Exec(b.Ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x1_4E5E_47_E7E7)); err != nil {
+	if _, err := tx.Exec(b.Ctx, `SELECT pg_advisory_xact_lock($1)`, store.RelayLockKey); err != nil {
 		t.Fatal(err)
 	}
 	b.Catalog(t, domain.KindQuantity, []string{"X"})
