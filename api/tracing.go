@@ -71,7 +71,9 @@ func eventStream(r *http.Request) bool {
 }
 
 // trustedContext is W3C trace context for trusted callers (service and
-// admin keys) and nothing for anyone else (see traceRequests).
+// admin keys) and nothing for anyone else (see traceRequests). A key's
+// tracestate is cut to what W3C asks us to carry (tracing.BoundTraceState):
+// every span of the trace exports it again.
 type trustedContext struct{}
 
 func (trustedContext) Inject(context.Context, propagation.TextMapCarrier) {}
@@ -79,7 +81,7 @@ func (trustedContext) Inject(context.Context, propagation.TextMapCarrier) {}
 func (trustedContext) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
 	switch domain.ActorFrom(ctx).Role {
 	case domain.RoleService, domain.RoleAdmin:
-		return propagation.TraceContext{}.Extract(ctx, c)
+		return tracing.BoundTraceState(propagation.TraceContext{}.Extract(ctx, c))
 	}
 	return ctx
 }
