@@ -27,7 +27,9 @@ func extracted(t *testing.T, tracestate string) context.Context {
 // the end, and never its trace.
 func TestBoundTraceState(t *testing.T) {
 	t.Parallel()
-	big := func(i int) string { return fmt.Sprintf("k%02d%s=%s", i, strings.Repeat("a", 253), strings.Repeat("v", 256)) }
+	big := func(i int) string {
+		return fmt.Sprintf("k%02d%s=%s", i, strings.Repeat("a", 253), strings.Repeat("v", 256))
+	}
 	mid := func(i int) string { return fmt.Sprintf("m%02d=%s", i, strings.Repeat("v", 95)) } // 99 characters
 	var members []string
 	for i := range 30 {
