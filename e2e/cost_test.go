@@ -72,6 +72,27 @@ func TestCostCountsRows(t *testing.T) {
 		t.Fatalf("three deprecated reconciliations: %+v, want COMPLEXITY_LIMIT_EXCEEDED", r)
 	}
 
+	// A waitlist lines field counts every waiting entry for any page size:
+	// it costs at least 2,000, so an operation counts them ten times at
+	// most (700 aliases of first: 1 were 8.9 s of database CPU at 200,000
+	// waiting entries).
+	lines := func(field string, aliases int) string {
+		var q strings.Builder
+		q.WriteString("{")
+		for i := range aliases {
+			fmt.Fprintf(&q, " w%d: %s(first: 1) { __typename }", i, field)
+		}
+		return q.String() + " }"
+	}
+	for _, field := range []string{"waitlistLinesConnection", "waitlistLines"} {
+		if r := ts.gql(ts.admin, lines(field, 10), nil); len(r.Errors) != 0 {
+			t.Fatalf("ten %s: %+v", field, r.Errors)
+		}
+		if r := ts.gql(ts.admin, lines(field, 11), nil); r.errorCode() != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Fatalf("eleven %s: errors %+v, want COMPLEXITY_LIMIT_EXCEEDED", field, r.Errors)
+		}
+	}
+
 	// The dashboard's own page query, as it sends it.
 	js, err := os.ReadFile(repo("admin/assets/dashboard.js"))
 	if err != nil {

@@ -128,9 +128,12 @@ func (s *Store) WaitlistTotals(ctx context.Context) (WaitlistTotals, error) {
 
 var _ domain.WaitlistOverview = (*Store)(nil)
 
+// waitlistLinesStatement caps a line's units at GraphQL Int's largest,
+// 2,147,483,647: 2,148 entries waiting for MaxQuantity each pass it, and
+// the cast failed the whole statement.
 const waitlistLinesStatement = `
 WITH line AS (
-	SELECT sku_id, count(*)::int AS waiting, sum(quantity)::int AS units
+	SELECT sku_id, count(*)::int AS waiting, least(sum(quantity), 2147483647)::int AS units
 	FROM waitlist_entries WHERE status = 'waiting' GROUP BY sku_id
 ), top AS (
 	SELECT l.*, s.code FROM line l JOIN skus s ON s.id = l.sku_id

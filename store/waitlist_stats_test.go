@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -89,5 +90,28 @@ func TestWaitlistOverviewReadsOnlyTheWaiting(t *testing.T) {
 		if _, err := b.Store.WaitlistLines(b.Ctx, n); err == nil {
 			t.Fatalf("WaitlistLines(%d) answered", n)
 		}
+	}
+}
+
+// TestWaitlistLineUnitsCappedAtTheLargestInt: 2,148 checkouts waiting for
+// MaxQuantity units of one SKU wait for more than a GraphQL Int holds; the
+// line still reads, its units at 2,147,483,647, instead of failing the
+// admin's whole page.
+func TestWaitlistLineUnitsCappedAtTheLargestInt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.Stock(t, "WL-BIG", "L1", 0)
+	if _, err := b.Pool.Exec(b.Ctx, `
+		INSERT INTO waitlist_entries (checkout_id, request_key, fingerprint, sku_id, quantity, offer_ttl_seconds, expires_at)
+		SELECT 'big' || g, 'k', '\x00', (SELECT id FROM skus WHERE code = 'WL-BIG'), $1, 900, now() + interval '1 hour'
+		FROM generate_series(1, 2148) g`, domain.MaxQuantity); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := b.Store.WaitlistLines(b.Ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || lines[0].Waiting != 2148 || lines[0].Units != math.MaxInt32 {
+		t.Fatalf("lines %+v; want WL-BIG's 2,148 entries with units capped at %d", lines, math.MaxInt32)
 	}
 }
