@@ -141,10 +141,13 @@ func TestConnectionsCostAsTheirLists(t *testing.T) {
 			t.Errorf("%s costs %s but %s costs %s", c.list, l, c.conn, k)
 		}
 	}
-	// waitlistLines was never charged per row; its connection is, as
-	// every other list: 100 rows of 2 fields cost 100 × 3.
-	if got := of(`{ waitlistLinesConnection(first: 100) { edges { node { sku waiting } } } }`); got != "300" {
-		t.Errorf("waitlistLinesConnection(first: 100) costs %s, want 300", got)
+	// A waitlist lines field counts every waiting entry whatever its page
+	// (api.WaitlistLinesCost): 100 rows of 2 fields, 300 by its rows, cost
+	// 2,000 in either shape.
+	for _, q := range []string{`{ waitlistLines(first: 100) { sku waiting } }`, `{ waitlistLinesConnection(first: 100) { edges { node { sku waiting } } } }`} {
+		if got := of(q); got != "2000" {
+			t.Errorf("%s costs %s, want 2000", q, got)
+		}
 	}
 }
 
