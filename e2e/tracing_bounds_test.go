@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,18 +31,21 @@ func TestTracesBoundWhatCallersSend(t *testing.T) {
 	ts := setupBinary(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rec.url, "OTEL_BSP_SCHEDULE_DELAY": "100"})
 	ts.seed("BOUND-1", 1)
 
-	postHeaders(t, ts.url, "", `query BigHeaders { availability(skus: ["BOUND-1"]) { available } }`, map[string]string{
-		"User-Agent": strings.Repeat("u", 100_000), "X-Forwarded-For": "198.51.100.7",
-	})
+	query := func(q string) []byte { b, _ := json.Marshal(map[string]any{"query": q}); return b }
+	if a := postFrom(t, ts.url, query(`query BigHeaders { availability(skus: ["BOUND-1"]) { available } }`),
+		"User-Agent", strings.Repeat("u", 100_000), "X-Forwarded-For", "198.51.100.7"); a.status != http.StatusOK {
+		t.Fatalf("big headers: HTTP %d", a.status)
+	}
 	const stateTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	var members []string
 	for i := range 30 { // the SDK parses up to 32 members of 256+256 characters
 		members = append(members, fmt.Sprintf("k%02d%s=%s", i, strings.Repeat("a", 253), strings.Repeat("v", 256)))
 	}
-	postHeaders(t, ts.url, ts.service, `query KeyState { availability(skus: ["BOUND-1"]) { available } }`, map[string]string{
-		"traceparent": "00-" + stateTrace + "-00f067aa0ba902b7-01",
-		"tracestate":  "ours=keep," + strings.Join(members, ",") + ",last=kept",
-	})
+	if a := postFrom(t, ts.url, query(`query KeyState { availability(skus: ["BOUND-1"]) { available } }`),
+		"Authorization", "Bearer "+ts.service, "traceparent", "00-"+stateTrace+"-00f067aa0ba902b7-01",
+		"tracestate", "ours=keep,"+strings.Join(members, ",")+",last=kept"); a.status != http.StatusOK {
+		t.Fatalf("a key's 16 KB tracestate: HTTP %d", a.status)
+	}
 
 	var many strings.Builder
 	many.WriteString("query ManySkus {")
@@ -91,30 +93,4 @@ func TestTracesBoundWhatCallersSend(t *testing.T) {
 			len(sql), intAttr(manyOp.Attributes, "inventory.sql_spans_dropped"))
 	}
 	t.Logf("200 aliases of sku: %d SQL spans, %d statements untraced", len(sql), intAttr(manyOp.Attributes, "inventory.sql_spans_dropped"))
-}
-
-// postHeaders posts query with token (if any) and headers, and requires
-// HTTP 200.
-func postHeaders(t *testing.T, url, token, query string, headers map[string]string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query})
-	req, err := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%.40s: HTTP %d", query, resp.StatusCode)
-	}
 }
