@@ -66,6 +66,10 @@ func reconciliationCost(rows int) int { return max(rows, ReconciliationCost) }
 // most.
 const WaitlistLinesCost = 2_000
 
+// waitlistLinesCost is a waitlist lines field's cost: its rows', at least
+// WaitlistLinesCost.
+func waitlistLinesCost(rows int) int { return max(rows, WaitlistLinesCost) }
+
 // complexity fills the generated schema's complexity functions.
 func complexity() graph.ComplexityRoot {
 	var c graph.ComplexityRoot
@@ -90,10 +94,10 @@ func complexity() graph.ComplexityRoot {
 		return reconciliationCost(perRow(page(first, 100), child))
 	}
 	c.Query.WaitlistLines = func(child int, first *int) int {
-		return max(perRow(page(first, domain.DefaultWaitlistLines), child), WaitlistLinesCost)
+		return waitlistLinesCost(perRow(page(first, domain.DefaultWaitlistLines), child))
 	}
 	c.Query.WaitlistLinesConnection = func(child int, first *int, _ *string) int {
-		return max(perRow(page(first, domain.DefaultWaitlistLines), child), WaitlistLinesCost)
+		return waitlistLinesCost(perRow(page(first, domain.DefaultWaitlistLines), child))
 	}
 	through := func(child int) int { return child }
 	c.ReservationConnection.Edges, c.ReservationEdge.Node = through, through
